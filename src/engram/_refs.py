@@ -1,0 +1,80 @@
+"""Parsing of ref expressions and validation of branch and tag names (no I/O)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from engram.errors import InvalidRefError
+
+_EXPR = re.compile(r"^(?P<base>[^~^@{}]*)(?:@\{(?P<time>[^{}]*)\})?(?P<nav>(?:[~^][0-9]*)*)$")
+_NAV = re.compile(r"([~^])([0-9]*)")
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]*$")
+HEX = re.compile(r"^[0-9a-f]{7,40}$")
+
+
+@dataclass(frozen=True, slots=True)
+class RefExpr:
+    """A parsed ref expression: a base name, an optional as-of time, then parent steps.
+
+    ``steps`` is a list of parent indexes to follow, in order (0 = first parent).
+    """
+
+    base: str
+    time_ms: int | None
+    steps: tuple[int, ...]
+
+
+def parse(expr: str) -> RefExpr:
+    """Parse ``HEAD``, ``main``, ``v1``, ``a1b2c3d``, ``HEAD~3``, ``main^2``, ``main@{2026-11-20T11:15:00Z}``."""
+    match = _EXPR.match(expr.strip())
+    if match is None or (not match.group("base") and match.group("time") is None):
+        raise InvalidRefError(
+            f"cannot parse ref {expr!r}: use a branch, tag or commit id, optionally followed by "
+            "~N (N first parents back), ^N (N-th parent) or @{ISO time}, e.g. main@{2026-11-20T11:15:00Z}"
+        )
+    steps: list[int] = []
+    for op, digits in _NAV.findall(match.group("nav")):
+        n = int(digits) if digits else 1
+        if op == "~":
+            steps.extend([0] * n)
+        else:
+            if n == 0:
+                continue
+            steps.append(n - 1)
+    when = match.group("time")
+    return RefExpr(match.group("base") or "HEAD", None if when is None else parse_time(when), tuple(steps))
+
+
+def parse_time(text: str) -> int:
+    """Parse an ISO 8601 time (naive times are UTC) to UTC milliseconds."""
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InvalidRefError(f"cannot parse time {text!r}: use ISO 8601, e.g. 2026-11-20T11:15:00Z") from None
+    return datetime_ms(moment)
+
+
+def datetime_ms(moment: datetime) -> int:
+    """A datetime as UTC milliseconds (a naive datetime is taken as UTC)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def check_name(name: str, kind: str) -> str:
+    """Return ``name`` if it is a valid branch or tag name, else raise :class:`InvalidRefError`."""
+    if (
+        not isinstance(name, str)
+        or not _NAME.match(name)
+        or ".." in name
+        or name.endswith((".", "/", ".lock"))
+        or "//" in name
+        or name == "HEAD"
+    ):
+        raise InvalidRefError(
+            f"invalid {kind} name {name!r}: use letters, digits and . _ / -, starting with a letter, "
+            "digit or _, without '..' (and not 'HEAD')"
+        )
+    return name

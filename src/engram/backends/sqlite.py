@@ -1,0 +1,255 @@
+"""SQLite backend: the embedded default. One file, WAL, durable commits, safe for many processes.
+
+Durability by order: chunk writes commit without fsync (``synchronous=NORMAL``); a ref change
+commits with ``synchronous=FULL``, which fsyncs the write-ahead log. The log is sequential, so a
+durable ref change implies every chunk written before it is durable too: one fsync per commit,
+and never a ref pointing at a missing chunk.
+"""
+
+from __future__ import annotations
+
+import builtins
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import TypeVar
+
+from engram.backends.base import ChunkStore, RefLogEntry, RefStore, now_ms
+from engram.errors import StorageError
+from engram.hashing import ChunkId
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS chunks (id BLOB PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS refs (name TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS reflog (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL, old BLOB, new BLOB, time INTEGER NOT NULL,
+    actor TEXT NOT NULL, reason TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS reflog_name_time ON reflog (name, time, seq);
+"""
+
+_BATCH = 500  # ids per IN (...) query; SQLite allows 32766 parameters
+
+
+class SqliteDatabase:
+    """One SQLite file shared by a :class:`SqliteChunkStore` and a :class:`SqliteRefStore`.
+
+    One connection per process, used under a lock; other processes coordinate through SQLite's
+    own locking (``BEGIN IMMEDIATE`` and a busy timeout).
+    """
+
+    def __init__(self, path: str | Path, *, timeout: float = 30.0) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        try:
+            self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot open SQLite store at {self.path}: {exc}") from exc
+
+    def run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` with the connection, under the lock, translating driver errors."""
+        with self._lock:
+            try:
+                return work(self._conn)
+            except sqlite3.Error as exc:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise StorageError(f"SQLite store {self.path}: {exc}") from exc
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._conn.close()
+
+
+class SqliteChunkStore(ChunkStore):
+    """Chunks in the ``chunks`` table of a :class:`SqliteDatabase`."""
+
+    def __init__(self, db: SqliteDatabase) -> None:
+        self.db = db
+
+    def get_many(self, ids: Iterable[ChunkId]) -> dict[ChunkId, bytes]:
+        wanted = list(ids)
+
+        def work(conn: sqlite3.Connection) -> dict[ChunkId, bytes]:
+            found: dict[ChunkId, bytes] = {}
+            for i in range(0, len(wanted), _BATCH):
+                part = wanted[i : i + _BATCH]
+                marks = ",".join("?" * len(part))
+                found.update(conn.execute(f"SELECT id, data FROM chunks WHERE id IN ({marks})", part))
+            return found
+
+        return self.db.run(work)
+
+    def has_many(self, ids: Iterable[ChunkId]) -> set[ChunkId]:
+        wanted = set(ids)
+
+        def work(conn: sqlite3.Connection) -> set[ChunkId]:
+            present: set[ChunkId] = set()
+            listed = list(wanted)
+            for i in range(0, len(listed), _BATCH):
+                part = listed[i : i + _BATCH]
+                marks = ",".join("?" * len(part))
+                present.update(r[0] for r in conn.execute(f"SELECT id FROM chunks WHERE id IN ({marks})", part))
+            return wanted - present
+
+        return self.db.run(work)
+
+    def put_many(self, chunks: Mapping[ChunkId, bytes]) -> None:
+        if not chunks:
+            return
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany("INSERT OR IGNORE INTO chunks (id, data) VALUES (?, ?)", chunks.items())
+            conn.execute("COMMIT")
+
+        self.db.run(work)
+
+    def iter_ids(self, start: ChunkId | None = None, end: ChunkId | None = None) -> Iterator[ChunkId]:
+        lo = start if start is not None else b""
+        last: ChunkId | None = None
+
+        def page(conn: sqlite3.Connection) -> list[ChunkId]:
+            rows = conn.execute(
+                "SELECT id FROM chunks WHERE id >= ? AND (? IS NULL OR id > ?) "
+                "AND (? IS NULL OR id < ?) ORDER BY id LIMIT 1000",
+                (lo, last, last, end, end),
+            )
+            return [bytes(r[0]) for r in rows]
+
+        while True:  # page through, so the lock is never held across a yield
+            ids = self.db.run(page)
+            yield from ids
+            if len(ids) < 1000:
+                return
+            last = ids[-1]
+
+    def delete_many(self, ids: Iterable[ChunkId]) -> None:
+        doomed = [(cid,) for cid in ids]
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany("DELETE FROM chunks WHERE id = ?", doomed)
+            conn.execute("COMMIT")
+
+        self.db.run(work)
+
+    def close(self) -> None:
+        self.db.close()
+
+
+class SqliteRefStore(RefStore):
+    """Refs and reflog in a :class:`SqliteDatabase`; CAS in one ``BEGIN IMMEDIATE`` transaction."""
+
+    def __init__(self, db: SqliteDatabase) -> None:
+        self.db = db
+
+    def get(self, name: str) -> ChunkId | None:
+        def work(conn: sqlite3.Connection) -> ChunkId | None:
+            row = conn.execute("SELECT value FROM refs WHERE name = ?", (name,)).fetchone()
+            return None if row is None else bytes(row[0])
+
+        return self.db.run(work)
+
+    def set(
+        self,
+        name: str,
+        new: ChunkId | None,
+        expected: ChunkId | None,
+        *,
+        actor: str = "",
+        reason: str = "",
+    ) -> bool:
+        def work(conn: sqlite3.Connection) -> bool:
+            conn.execute("PRAGMA synchronous=FULL")
+            try:
+                return cas(conn)
+            finally:
+                conn.execute("PRAGMA synchronous=NORMAL")
+
+        def cas(conn: sqlite3.Connection) -> bool:
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute("SELECT value FROM refs WHERE name = ?", (name,)).fetchone()
+            if (None if row is None else bytes(row[0])) != expected:
+                conn.execute("ROLLBACK")
+                return False
+            if new is None:
+                conn.execute("DELETE FROM refs WHERE name = ?", (name,))
+            else:
+                conn.execute("INSERT OR REPLACE INTO refs (name, value) VALUES (?, ?)", (name, new))
+            last = conn.execute("SELECT max(time) FROM reflog WHERE name = ?", (name,)).fetchone()[0]
+            stamp = max(now_ms(), last or 0)
+            conn.execute(
+                "INSERT INTO reflog (name, old, new, time, actor, reason) VALUES (?, ?, ?, ?, ?, ?)",
+                (name, expected, new, stamp, actor, reason),
+            )
+            conn.execute("COMMIT")
+            return True
+
+        return self.db.run(work)
+
+    def list(self, prefix: str = "") -> dict[str, ChunkId]:
+        def work(conn: sqlite3.Connection) -> dict[str, ChunkId]:
+            rows = conn.execute(
+                "SELECT name, value FROM refs WHERE substr(name, 1, ?) = ? ORDER BY name",
+                (len(prefix), prefix),
+            )
+            return {name: bytes(value) for name, value in rows}
+
+        return self.db.run(work)
+
+    def reflog(self, name: str | None = None, limit: int | None = None) -> builtins.list[RefLogEntry]:
+        def work(conn: sqlite3.Connection) -> builtins.list[RefLogEntry]:
+            rows = conn.execute(
+                "SELECT name, old, new, time, actor, reason FROM reflog WHERE (? IS NULL OR name = ?) "
+                "ORDER BY seq DESC LIMIT ?",
+                (name, name, -1 if limit is None else limit),
+            )
+            return [RefLogEntry(n, _opt(o), _opt(v), t, a, r) for n, o, v, t, a, r in rows]
+
+        return self.db.run(work)
+
+    def value_at(self, name: str, time_ms: int) -> ChunkId | None:
+        def work(conn: sqlite3.Connection) -> ChunkId | None:
+            row = conn.execute(
+                "SELECT new FROM reflog WHERE name = ? AND time <= ? ORDER BY time DESC, seq DESC LIMIT 1",
+                (name, time_ms),
+            ).fetchone()
+            return None if row is None else _opt(row[0])
+
+        return self.db.run(work)
+
+    def prune_reflog(self, before_ms: int) -> int:
+        def work(conn: sqlite3.Connection) -> int:
+            conn.execute("BEGIN IMMEDIATE")
+            cur = conn.execute(
+                "DELETE FROM reflog WHERE time < ? AND seq NOT IN (SELECT max(seq) FROM reflog GROUP BY name)",
+                (before_ms,),
+            )
+            conn.execute("COMMIT")
+            return cur.rowcount
+
+        return self.db.run(work)
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def _opt(value: bytes | None) -> ChunkId | None:
+    return None if value is None else bytes(value)
+
+
+def open_sqlite(path: str | Path) -> tuple[SqliteChunkStore, SqliteRefStore]:
+    """Open (creating if needed) a SQLite store file and return its chunk and ref stores."""
+    db = SqliteDatabase(path)
+    return SqliteChunkStore(db), SqliteRefStore(db)

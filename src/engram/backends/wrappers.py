@@ -1,0 +1,104 @@
+"""ChunkStore wrappers: a validating store that re-hashes every chunk, and an in-process LRU cache."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
+
+from engram.backends.base import ChunkStore
+from engram.hashing import ChunkId, verify
+
+
+class ValidatingChunkStore(ChunkStore):
+    """Re-hash every chunk read or written; raise :class:`IntegrityError` on a mismatch. For tests and fsck."""
+
+    def __init__(self, inner: ChunkStore) -> None:
+        self.inner = inner
+
+    def get_many(self, ids: Iterable[ChunkId]) -> dict[ChunkId, bytes]:
+        found = self.inner.get_many(ids)
+        for cid, data in found.items():
+            verify(cid, data)
+        return found
+
+    def has_many(self, ids: Iterable[ChunkId]) -> set[ChunkId]:
+        return self.inner.has_many(ids)
+
+    def put_many(self, chunks: Mapping[ChunkId, bytes]) -> None:
+        for cid, data in chunks.items():
+            verify(cid, data)
+        self.inner.put_many(chunks)
+
+    def iter_ids(self, start: ChunkId | None = None, end: ChunkId | None = None) -> Iterator[ChunkId]:
+        return self.inner.iter_ids(start, end)
+
+    def delete_many(self, ids: Iterable[ChunkId]) -> None:
+        self.inner.delete_many(ids)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class LruChunkStore(ChunkStore):
+    """An in-process cache of chunks bounded in bytes. Chunks are immutable, so it is never stale."""
+
+    def __init__(self, inner: ChunkStore, max_bytes: int = 64 << 20) -> None:
+        self.inner = inner
+        self.max_bytes = max_bytes
+        self._cache: OrderedDict[ChunkId, bytes] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def _remember(self, chunks: Mapping[ChunkId, bytes]) -> None:
+        with self._lock:
+            for cid, data in chunks.items():
+                if cid in self._cache:
+                    self._cache.move_to_end(cid)
+                    continue
+                self._cache[cid] = data
+                self._size += len(data)
+            while self._size > self.max_bytes and self._cache:
+                _, old = self._cache.popitem(last=False)
+                self._size -= len(old)
+
+    def get_many(self, ids: Iterable[ChunkId]) -> dict[ChunkId, bytes]:
+        found: dict[ChunkId, bytes] = {}
+        missing: list[ChunkId] = []
+        with self._lock:
+            for cid in ids:
+                data = self._cache.get(cid)
+                if data is None:
+                    missing.append(cid)
+                else:
+                    self._cache.move_to_end(cid)
+                    found[cid] = data
+        if missing:
+            loaded = self.inner.get_many(missing)
+            self._remember(loaded)
+            found.update(loaded)
+        return found
+
+    def has_many(self, ids: Iterable[ChunkId]) -> set[ChunkId]:
+        with self._lock:
+            unknown = [cid for cid in ids if cid not in self._cache]
+        return self.inner.has_many(unknown) if unknown else set()
+
+    def put_many(self, chunks: Mapping[ChunkId, bytes]) -> None:
+        self.inner.put_many(chunks)
+        self._remember(chunks)
+
+    def iter_ids(self, start: ChunkId | None = None, end: ChunkId | None = None) -> Iterator[ChunkId]:
+        return self.inner.iter_ids(start, end)
+
+    def delete_many(self, ids: Iterable[ChunkId]) -> None:
+        doomed = list(ids)
+        with self._lock:
+            for cid in doomed:
+                data = self._cache.pop(cid, None)
+                if data is not None:
+                    self._size -= len(data)
+        self.inner.delete_many(doomed)
+
+    def close(self) -> None:
+        self.inner.close()

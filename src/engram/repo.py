@@ -1,0 +1,527 @@
+"""The repository: commits, branches, tags, ref expressions, history, merge, revert, gc and fsck.
+
+A :class:`Repository` is composed of a chunk store and a ref store. It knows trees of bytes and
+commits; what the bytes mean (items, namespaces) lives in :mod:`engram.store`. Branch names are
+arguments here: the "current branch" is a property of a handle, never of the repository.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from engram import _refs
+from engram.backends.base import ChunkStore, RefStore, now_ms
+from engram.errors import (
+    AmbiguousRefError,
+    ChunkNotFoundError,
+    ConflictError,
+    IntegrityError,
+    MergeConflictError,
+    RefExistsError,
+    RefNotFoundError,
+)
+from engram.hashing import ID_SIZE, ChunkId, chunk_id
+from engram.objects import Commit, decode_commit, encode_commit, is_commit
+from engram.tree import (
+    Change,
+    Conflict,
+    NodeStore,
+    Resolver,
+    diff_trees,
+    empty_tree,
+    get,
+    merge_trees,
+    mutate,
+)
+
+HEADS = "heads/"
+TAGS = "tags/"
+MAX_RETRIES = 200
+
+
+@dataclass(frozen=True, slots=True)
+class FsckReport:
+    """What :meth:`Repository.fsck` checked and found."""
+
+    commits: int
+    nodes: int
+    missing: list[str] = field(default_factory=list)
+    corrupt: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when every reachable chunk is present and hashes right."""
+        return not self.missing and not self.corrupt
+
+
+@dataclass(frozen=True, slots=True)
+class GcReport:
+    """What :meth:`Repository.gc` kept and removed."""
+
+    kept: int
+    removed: int
+    reflog_pruned: int
+
+
+class Repository:
+    """Commits and refs over a chunk store and a ref store."""
+
+    def __init__(self, chunks: ChunkStore, refs: RefStore) -> None:
+        self.chunks = chunks
+        self.refs = refs
+        self.nodes = NodeStore(chunks)
+        self._commits: OrderedDict[ChunkId, Commit] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # ----------------------------------------------------------------- objects
+
+    def init(self, author: str = "engram") -> None:
+        """Create branch ``main`` with an empty first commit, unless the repository has branches."""
+        if self.refs.list(HEADS):
+            return
+        root = empty_tree(self.nodes)
+        cid, data = encode_commit(root, (), now_ms(), author, "init")
+        self.chunks.put_many({cid: data})
+        self.refs.set(HEADS + "main", cid, None, actor=author, reason="init")
+
+    def commit(self, cid: ChunkId) -> Commit:
+        """Load a commit by full id."""
+        with self._lock:
+            found = self._commits.get(cid)
+        if found is not None:
+            return found
+        data = self.chunks.get_many([cid]).get(cid)
+        if data is None:
+            raise RefNotFoundError(f"commit {cid.hex()} does not exist in this store")
+        if not is_commit(data):
+            raise RefNotFoundError(f"{cid.hex()} is not a commit")
+        found = decode_commit(cid, data)
+        with self._lock:
+            self._commits[cid] = found
+            if len(self._commits) > 50_000:
+                self._commits.popitem(last=False)
+        return found
+
+    def write_commit(
+        self,
+        tree: ChunkId,
+        parents: tuple[ChunkId, ...],
+        author: str,
+        message: str,
+        metadata: dict[str, Any] | None = None,
+    ) -> Commit:
+        """Store a commit object (no ref moves)."""
+        cid, data = encode_commit(tree, parents, now_ms(), author, message, metadata)
+        self.chunks.put_many({cid: data})
+        return self.commit(cid)
+
+    # ------------------------------------------------------------------- refs
+
+    def branches(self) -> dict[str, ChunkId]:
+        """Branch name -> head commit id."""
+        return {name[len(HEADS) :]: cid for name, cid in self.refs.list(HEADS).items()}
+
+    def tags(self) -> dict[str, ChunkId]:
+        """Tag name -> commit id."""
+        return {name[len(TAGS) :]: cid for name, cid in self.refs.list(TAGS).items()}
+
+    def head(self, branch: str) -> ChunkId:
+        """The head commit id of a branch."""
+        cid = self.refs.get(HEADS + branch)
+        if cid is None:
+            raise RefNotFoundError(f"branch {branch!r} does not exist; branches: {self._names(HEADS)}")
+        return cid
+
+    def _names(self, prefix: str) -> str:
+        names = sorted(name[len(prefix) :] for name in self.refs.list(prefix))
+        return ", ".join(names) if names else "(none)"
+
+    def resolve(self, ref: str | datetime | ChunkId, branch: str = "main") -> ChunkId:
+        """Resolve a ref expression to a commit id; ``HEAD`` means the head of ``branch``.
+
+        Accepts a branch, a tag, a full or >= 7-character commit id, ``HEAD``, ``X~n``, ``X^n``,
+        ``X@{ISO time}`` (the commit ``X`` pointed at then) and a ``datetime`` (``HEAD`` then).
+        """
+        if isinstance(ref, bytes):
+            return self.commit(ref).id
+        if isinstance(ref, datetime):
+            return self._as_of(branch, _refs.datetime_ms(ref))
+        if not isinstance(ref, str):
+            raise _refs.InvalidRefError(f"a ref is a string, a datetime or a commit id, not {type(ref).__name__}")
+        expr = _refs.parse(ref)
+        base = branch if expr.base == "HEAD" else expr.base
+        if expr.time_ms is not None:
+            cid = self._as_of(base, expr.time_ms)
+        else:
+            cid = self._resolve_name(base, ref)
+        for parent in expr.steps:
+            commit = self.commit(cid)
+            if parent >= len(commit.parents):
+                raise RefNotFoundError(
+                    f"{ref!r} goes back past the first commit ({commit.short_id} has {len(commit.parents)} parent(s))"
+                )
+            cid = commit.parents[parent]
+        return cid
+
+    def _resolve_name(self, name: str, expr: str) -> ChunkId:
+        for prefix in (HEADS, TAGS, ""):
+            cid = self.refs.get(prefix + name) if prefix or "/" in name else None
+            if cid is not None:
+                return cid
+        if _refs.HEX.match(name):
+            return self._by_prefix(name)
+        raise RefNotFoundError(
+            f"unknown ref {expr!r}: not a branch ({self._names(HEADS)}), a tag ({self._names(TAGS)}) "
+            "or a commit id (use at least 7 hex characters)"
+        )
+
+    def _by_prefix(self, prefix: str) -> ChunkId:
+        bits = 4 * (2 * ID_SIZE - len(prefix))
+        value = int(prefix, 16)
+        lo = (value << bits).to_bytes(ID_SIZE, "big")
+        top = (value + 1) << bits
+        hi = top.to_bytes(ID_SIZE, "big") if top < 1 << (8 * ID_SIZE) else None
+        candidates = list(self.chunks.iter_ids(lo, hi))
+        found = self.chunks.get_many(candidates)
+        commits = [cid for cid in candidates if is_commit(found.get(cid, b""))]
+        if not commits:
+            raise RefNotFoundError(f"no commit id starts with {prefix!r}; see `log` for commit ids")
+        if len(commits) > 1:
+            listed = ", ".join(c.hex()[:12] for c in commits[:5])
+            raise AmbiguousRefError(f"commit id {prefix!r} is ambiguous ({listed}); give more characters")
+        return commits[0]
+
+    def _as_of(self, branch: str, time_ms: int) -> ChunkId:
+        _refs.check_name(branch, "branch")
+        cid = self.refs.value_at(HEADS + branch, time_ms)
+        if cid is not None:
+            return cid
+        # Before the reflog window (or after a clone): the newest first-parent ancestor made by then.
+        head = self.head(branch)
+        for commit in self.iter_first_parents(head):
+            if commit.time <= time_ms:
+                return commit.id
+        when = datetime.fromtimestamp(time_ms / 1000).astimezone().isoformat()
+        raise RefNotFoundError(f"branch {branch!r} has no commit at or before {when}")
+
+    def create_branch(self, name: str, at: ChunkId, author: str = "") -> None:
+        """Create branch ``name`` pointing at commit ``at``."""
+        _refs.check_name(name, "branch")
+        self.commit(at)
+        if not self.refs.set(HEADS + name, at, None, actor=author, reason=f"branch: created at {at.hex()}"):
+            raise RefExistsError(f"branch {name!r} already exists")
+
+    def delete_branch(self, name: str, author: str = "") -> None:
+        """Delete branch ``name`` (its commits stay reachable through the reflog until gc)."""
+        current = self.head(name)
+        if len(self.refs.list(HEADS)) == 1:
+            raise ConflictError(f"cannot delete {name!r}: it is the only branch")
+        if not self.refs.delete(HEADS + name, current, actor=author, reason="branch: deleted"):
+            raise ConflictError(f"branch {name!r} moved while deleting it; try again")
+
+    def tag(self, name: str, at: ChunkId, author: str = "") -> None:
+        """Create tag ``name`` at commit ``at`` (tags never move)."""
+        _refs.check_name(name, "tag")
+        self.commit(at)
+        if not self.refs.set(TAGS + name, at, None, actor=author, reason="tag"):
+            raise RefExistsError(f"tag {name!r} already exists; delete it first to move it")
+
+    def delete_tag(self, name: str, author: str = "") -> None:
+        """Delete a tag."""
+        current = self.refs.get(TAGS + name)
+        if current is None:
+            raise RefNotFoundError(f"tag {name!r} does not exist; tags: {self._names(TAGS)}")
+        self.refs.delete(TAGS + name, current, actor=author, reason="tag: deleted")
+
+    def reset(self, branch: str, to: ChunkId, author: str = "") -> None:
+        """Point ``branch`` at commit ``to`` (the old head stays in the reflog)."""
+        self.commit(to)
+        while True:
+            current = self.head(branch)
+            if self.refs.set(HEADS + branch, to, current, actor=author, reason=f"reset: to {to.hex()}"):
+                return
+
+    # ---------------------------------------------------------------- writing
+
+    def commit_edits(
+        self,
+        branch: str,
+        edits: Mapping[bytes, bytes | None],
+        *,
+        author: str,
+        message: str,
+        metadata: dict[str, Any] | None = None,
+        base: ChunkId | None = None,
+        strict: bool = False,
+    ) -> Commit:
+        """Apply ``edits`` to ``branch`` as one commit, safely under concurrent writers.
+
+        ``base`` is the commit the edits were prepared against (default: the head at call time).
+        When the head has moved, the edits are re-applied on the new head (a three-way merge of the
+        edit set). If another writer changed an edited key differently meanwhile, ``strict`` raises
+        :class:`ConflictError` and writes nothing; otherwise these edits win (both stay in history).
+        Returns the new commit, or the head when the edits change nothing.
+        """
+        ref = HEADS + branch
+        base_tree: ChunkId | None = None if base is None else self.commit(base).tree
+        for attempt in range(MAX_RETRIES):
+            head = self.head(branch)
+            head_commit = self.commit(head)
+            if base_tree is None:
+                base_tree = head_commit.tree
+            if base_tree != head_commit.tree and strict:
+                self._check_conflicts(branch, base_tree, head_commit.tree, edits)
+            writer = self.nodes.writer()
+            tree = mutate(self.nodes, head_commit.tree, edits, writer)
+            if tree == head_commit.tree:
+                return head_commit
+            cid, data = encode_commit(tree, (head,), now_ms(), author, message, metadata)
+            writer.pending[cid] = data
+            writer.flush()  # chunks first: one batch for the nodes and the commit
+            new = self.commit(cid)
+            if self.refs.set(ref, new.id, head, actor=author, reason=f"commit: {message}"):
+                return new
+            time.sleep(random.uniform(0, 0.0005 * min(attempt + 1, 20)))
+        raise ConflictError(f"branch {branch!r} kept moving; gave up after {MAX_RETRIES} attempts")
+
+    def _check_conflicts(
+        self, branch: str, base_tree: ChunkId, head_tree: ChunkId, edits: Mapping[bytes, bytes | None]
+    ) -> None:
+        clashes = [
+            key
+            for key, value in edits.items()
+            if (now := get(self.nodes, head_tree, key)) != get(self.nodes, base_tree, key) and now != value
+        ]
+        if clashes:
+            conflicts = [
+                Conflict(k, get(self.nodes, base_tree, k), get(self.nodes, head_tree, k), edits[k]) for k in clashes
+            ]
+            raise MergeConflictError(
+                f"{len(clashes)} key(s) changed on {branch!r} by another writer since this transaction "
+                "began; nothing was written. Re-read and retry.",
+                conflicts,
+            )
+
+    def merge(
+        self,
+        source: ChunkId,
+        branch: str,
+        *,
+        resolve: Resolver | None,
+        author: str,
+        message: str | None = None,
+    ) -> tuple[Commit, list[Conflict]]:
+        """Merge commit ``source`` into ``branch`` with a two-parent merge commit.
+
+        With ``resolve=None`` unresolved conflicts raise :class:`MergeConflictError` and nothing is
+        written. Returns the new head and the conflicts that ``resolve`` decided.
+        """
+        for _ in range(MAX_RETRIES):
+            head = self.head(branch)
+            if self.is_ancestor(source, head):
+                return self.commit(head), []
+            base = self.merge_base(head, source)
+            base_tree = empty_tree(self.nodes) if base is None else self.commit(base).tree
+            decided: list[Conflict] = []
+            record = None if resolve is None else _recording(resolve, decided)
+            result = merge_trees(
+                self.nodes,
+                base_tree,
+                self.commit(head).tree,
+                self.commit(source).tree,
+                record,
+            )
+            if result.conflicts:
+                raise MergeConflictError(
+                    f"merge into {branch!r} has {len(result.conflicts)} conflict(s); nothing was written. "
+                    "Choose a strategy: ours, theirs, newest, or a function.",
+                    result.conflicts,
+                )
+            text = message or f"merge {source.hex()[:10]} into {branch}"
+            new = self.write_commit(result.root, (head, source), author, text)
+            if self.refs.set(HEADS + branch, new.id, head, actor=author, reason=f"merge: {text}"):
+                return new, decided
+        raise ConflictError(f"branch {branch!r} kept moving during the merge; try again")
+
+    def revert(self, target: ChunkId, branch: str, *, resolve: Resolver | None, author: str) -> Commit:
+        """Undo the changes ``target`` made (relative to its first parent) with a new commit on ``branch``."""
+        commit = self.commit(target)
+        if not commit.parents:
+            raise ConflictError("cannot revert the first commit of a repository")
+        parent_tree = self.commit(commit.parents[0]).tree
+        for _ in range(MAX_RETRIES):
+            head = self.head(branch)
+            result = merge_trees(self.nodes, commit.tree, self.commit(head).tree, parent_tree, resolve)
+            if result.conflicts:
+                raise MergeConflictError(
+                    f"reverting {commit.short_id} conflicts with {len(result.conflicts)} later change(s); "
+                    "nothing was written. Choose a strategy: ours, theirs, newest, or a function.",
+                    result.conflicts,
+                )
+            text = f"revert {commit.short_id}: {commit.message}"
+            new = self.write_commit(result.root, (head,), author, text, {"reverts": target.hex()})
+            if self.refs.set(HEADS + branch, new.id, head, actor=author, reason=text):
+                return new
+        raise ConflictError(f"branch {branch!r} kept moving during the revert; try again")
+
+    # ---------------------------------------------------------------- history
+
+    def iter_first_parents(self, start: ChunkId) -> Iterator[Commit]:
+        """Yield ``start`` and its first-parent ancestors, newest first."""
+        cid: ChunkId | None = start
+        while cid is not None:
+            commit = self.commit(cid)
+            yield commit
+            cid = commit.parents[0] if commit.parents else None
+
+    def iter_log(self, start: ChunkId) -> Iterator[Commit]:
+        """Yield every commit reachable from ``start``, newest first (by time, then id)."""
+        first = self.commit(start)
+        heap: list[tuple[int, bytes, Commit]] = [(-first.time, first.id, first)]
+        seen = {first.id}
+        while heap:
+            _, _, commit = heapq.heappop(heap)
+            yield commit
+            for pid in commit.parents:
+                if pid not in seen:
+                    seen.add(pid)
+                    parent = self.commit(pid)
+                    heapq.heappush(heap, (-parent.time, parent.id, parent))
+
+    def changes(self, commit: Commit, start: bytes | None = None, end: bytes | None = None) -> Iterator[Change]:
+        """The changes ``commit`` made relative to its first parent (all additions for a root commit)."""
+        parent_tree = self.commit(commit.parents[0]).tree if commit.parents else empty_tree(self.nodes)
+        return diff_trees(self.nodes, parent_tree, commit.tree, start, end)
+
+    def is_ancestor(self, ancestor: ChunkId, of: ChunkId) -> bool:
+        """True when ``ancestor`` is ``of`` or one of its ancestors."""
+        if ancestor == of:
+            return True
+        limit = self.commit(ancestor).time
+        for commit in self.iter_log(of):
+            if commit.id == ancestor:
+                return True
+            if commit.time < limit:
+                return False
+        return False
+
+    def merge_base(self, a: ChunkId, b: ChunkId) -> ChunkId | None:
+        """The newest common ancestor of two commits (None if they share none)."""
+        seen_a: set[ChunkId] = set()
+        seen_b: set[ChunkId] = set()
+        heap: list[tuple[int, bytes, int]] = []
+        for side, cid in ((0, a), (1, b)):
+            heapq.heappush(heap, (-self.commit(cid).time, cid, side))
+        while heap:
+            _, cid, side = heapq.heappop(heap)
+            mine, other = (seen_a, seen_b) if side == 0 else (seen_b, seen_a)
+            if cid in other:
+                return cid
+            if cid in mine:
+                continue
+            mine.add(cid)
+            for pid in self.commit(cid).parents:
+                heapq.heappush(heap, (-self.commit(pid).time, pid, side))
+        return None
+
+    # ------------------------------------------------------------ maintenance
+
+    def _roots(self, keep_reflog_ms: int | None) -> tuple[set[ChunkId], int]:
+        pruned = 0 if keep_reflog_ms is None else self.refs.prune_reflog(now_ms() - keep_reflog_ms)
+        roots = set(self.refs.list().values())
+        for entry in self.refs.reflog():
+            roots.update(cid for cid in (entry.old, entry.new) if cid is not None)
+        return roots, pruned
+
+    def iter_reachable(
+        self, roots: set[ChunkId], verify: bool = False, problems: dict[str, list[str]] | None = None
+    ) -> Iterator[tuple[ChunkId, str]]:
+        """Yield (id, kind) of every chunk reachable from ``roots`` (commits, their parents and trees)."""
+        seen: set[ChunkId] = set()
+        todo = list(roots)
+        while todo:
+            batch = [cid for cid in dict.fromkeys(todo[-500:]) if cid not in seen]
+            del todo[-500:]
+            found = self.chunks.get_many(batch)
+            for cid in batch:
+                seen.add(cid)
+                data = found.get(cid)
+                if data is None:
+                    if problems is not None:
+                        problems["missing"].append(cid.hex())
+                        continue
+                    raise ChunkNotFoundError(f"chunk {cid.hex()} is missing; run fsck")
+                if verify and chunk_id(data) != cid:
+                    if problems is not None:
+                        problems["corrupt"].append(cid.hex())
+                    continue
+                if is_commit(data):
+                    commit = decode_commit(cid, data)
+                    todo.extend(commit.parents)
+                    todo.append(commit.tree)
+                    yield cid, "commit"
+                else:
+                    try:
+                        node = self.nodes.load(cid)
+                    except IntegrityError:
+                        if problems is not None:
+                            problems["corrupt"].append(cid.hex())
+                            continue
+                        raise
+                    if node.level > 0:
+                        todo.extend(node.child(i) for i in range(len(node.keys)))
+                    yield cid, "node"
+
+    def fsck(self, progress: Callable[[int], None] | None = None) -> FsckReport:
+        """Check that every chunk reachable from every ref and reflog entry exists and hashes right."""
+        roots, _ = self._roots(None)
+        problems: dict[str, list[str]] = {"missing": [], "corrupt": []}
+        counts = {"commit": 0, "node": 0}
+        for _, kind in self.iter_reachable(roots, verify=True, problems=problems):
+            counts[kind] += 1
+            if progress is not None:
+                progress(1)
+        return FsckReport(counts["commit"], counts["node"], problems["missing"], problems["corrupt"])
+
+    def gc(self, keep_reflog_ms: int | None = None, progress: Callable[[int], None] | None = None) -> GcReport:
+        """Delete chunks unreachable from refs and the (kept) reflog.
+
+        ``keep_reflog_ms`` drops reflog entries older than that first (``None`` keeps the reflog).
+        Chunks written while gc runs are never deleted: only chunks present before it started are
+        candidates, and refs are re-read until they stop moving. Prefer running gc while writers are idle.
+        """
+        candidates = set(self.chunks.iter_ids())
+        roots, pruned = self._roots(keep_reflog_ms)
+        while True:
+            reachable = {cid for cid, _ in self.iter_reachable(roots)}
+            again, _ = self._roots(None)
+            if again <= roots:
+                break
+            roots |= again
+        doomed = candidates - reachable
+        listed = list(doomed)
+        for i in range(0, len(listed), 1000):
+            self.chunks.delete_many(listed[i : i + 1000])
+            if progress is not None:
+                progress(min(1000, len(listed) - i))
+        with self._lock:
+            self._commits.clear()
+        return GcReport(kept=len(candidates) - len(doomed), removed=len(doomed), reflog_pruned=pruned)
+
+
+def _recording(resolve: Resolver, decided: list[Conflict]) -> Resolver:
+    """Wrap a resolver so the conflicts it decides are collected."""
+
+    def record(conflict: Conflict) -> bytes | None:
+        decided.append(conflict)
+        return resolve(conflict)
+
+    return record

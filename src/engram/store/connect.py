@@ -1,0 +1,58 @@
+"""Opening a store from a URL: the embedded default, memory, or a SQLite file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engram.backends import LruChunkStore, MemoryChunkStore, MemoryRefStore, open_sqlite
+from engram.errors import ConfigError
+from engram.repo import Repository
+from engram.store.memory import Memory
+
+#: Where ``engram.open()`` keeps the embedded store.
+DEFAULT_DIR = ".engram"
+DB_NAME = "engram.db"
+
+
+def open_repository(url: str | None = None) -> Repository:
+    """Open (creating if needed) the repository behind a store URL.
+
+    ``None``: the embedded default, ``./.engram/engram.db``. ``":memory:"``: in memory, gone on exit.
+    ``sqlite:///path/file.db`` or a path: a SQLite file (a directory path holds ``engram.db``).
+    """
+    if url == ":memory:":
+        repo = Repository(MemoryChunkStore(), MemoryRefStore())
+    else:
+        path = _sqlite_path(url)
+        chunks, refs = open_sqlite(path)
+        repo = Repository(LruChunkStore(chunks), refs)
+    repo.init()
+    return repo
+
+
+def _sqlite_path(url: str | None) -> Path:
+    if url is None:
+        return Path(DEFAULT_DIR) / DB_NAME
+    if url.startswith(("postgresql://", "postgres://")):
+        raise NotImplementedError("PostgreSQL stores arrive with issue #5 (PostgreSQL backend); use SQLite for now")
+    if "://" in url and not url.startswith("sqlite://"):
+        raise ConfigError(f"unsupported store URL {url!r}: use ':memory:', sqlite:///path/to/file.db or a path")
+    raw = url.removeprefix("sqlite://")
+    if url.startswith("sqlite://"):
+        raw = raw.removeprefix("/") if raw.startswith("//") else raw  # sqlite:////abs -> //abs is not a path
+    if not raw:
+        raise ConfigError("empty store path: use sqlite:///path/to/file.db or a directory")
+    path = Path(raw)
+    if path.is_dir() or path.suffix not in (".db", ".sqlite", ".sqlite3"):
+        return path / DB_NAME
+    return path
+
+
+def open(url: str | None = None, *, branch: str = "main", author: str = "engram") -> Memory:
+    """Open a memory store and return a :class:`Memory` handle on ``branch``.
+
+    Examples:
+        >>> mem = engram.open(":memory:")
+        >>> mem.put(("users", "alice"), "prefs", {"theme": "dark"})
+    """
+    return Memory(open_repository(url), branch=branch, author=author)

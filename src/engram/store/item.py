@@ -1,0 +1,106 @@
+"""Value objects the memory API returns: items, item-level changes, versions and conflicts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from engram.objects import Commit, Record
+
+
+def _dt(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """A stored memory, shaped like LangGraph's ``Item``, plus provenance.
+
+    Attributes:
+        namespace: hierarchical path of the item, e.g. ``("users", "alice")``.
+        key: unique id within the namespace.
+        value: the memory, a JSON object.
+        created_at: when the key was first written (UTC).
+        updated_at: when this version was written (UTC).
+        expires_at: when the item expires (UTC), or None.
+        author: who wrote this version.
+        sources: ids of the messages or inputs this version came from.
+    """
+
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime | None = None
+    author: str | None = None
+    sources: tuple[str, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def from_record(cls, namespace: tuple[str, ...], key: str, record: Record) -> Item:
+        """Build an item from a stored record."""
+        return cls(
+            namespace=namespace,
+            key=key,
+            value=record.value,
+            created_at=_dt(record.created_at),
+            updated_at=_dt(record.updated_at),
+            expires_at=None if record.expires_at is None else _dt(record.expires_at),
+            author=record.author,
+            sources=record.sources,
+        )
+
+    def dict(self) -> dict[str, Any]:
+        """LangGraph's ``Item.dict()`` shape (ISO timestamps, namespace as a list)."""
+        return {
+            "namespace": list(self.namespace),
+            "key": self.key,
+            "value": self.value,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ItemChange:
+    """One item that differs between two versions (``old``/``new`` is None when absent)."""
+
+    namespace: tuple[str, ...]
+    key: str
+    old: Item | None
+    new: Item | None
+
+    @property
+    def kind(self) -> str:
+        """``added``, ``removed`` or ``modified``."""
+        if self.old is None:
+            return "added"
+        return "removed" if self.new is None else "modified"
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    """One version of an item in its history: the commit that made it and the item (None = deleted)."""
+
+    commit: Commit
+    item: Item | None
+
+
+@dataclass(frozen=True, slots=True)
+class ItemConflict:
+    """An item both sides of a merge changed differently; None means absent on that side."""
+
+    namespace: tuple[str, ...]
+    key: str
+    base: Item | None
+    ours: Item | None
+    theirs: Item | None
+
+
+@dataclass(frozen=True, slots=True)
+class CommitDetails:
+    """A commit with the item changes it made relative to its first parent."""
+
+    commit: Commit
+    changes: list[ItemChange]

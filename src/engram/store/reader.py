@@ -1,0 +1,88 @@
+"""Reads over one tree root, shared by the live handle and by read-only views of the past."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from engram import codec
+from engram.hashing import ChunkId
+from engram.objects import decode_record
+from engram.repo import Repository
+from engram.store import _validate
+from engram.store.item import Item
+from engram.tree import count, get, iter_entries
+
+
+class Reader:
+    """Read methods over the tree of a version; subclasses say which root is current."""
+
+    repo: Repository
+
+    def _root(self) -> ChunkId:
+        raise NotImplementedError
+
+    def get(self, namespace: Sequence[str], key: str) -> Item | None:
+        """The item at (namespace, key), or None."""
+        ns = _validate.namespace(namespace)
+        data = get(self.repo.nodes, self._root(), codec.encode_key(ns, _validate.key(key)))
+        return None if data is None else Item.from_record(ns, key, decode_record(data))
+
+    def iter_items(self, namespace_prefix: Sequence[str] = ()) -> Iterator[Item]:
+        """Yield every item in a namespace and its sub-namespaces, in key order."""
+        prefix = _validate.namespace(namespace_prefix, allow_empty=True)
+        start, end = codec.prefix_range(prefix)
+        for raw, data in iter_entries(self.repo.nodes, self._root(), start, end):
+            ns, key = codec.decode_key(raw)
+            yield Item.from_record(ns, key, decode_record(data))
+
+    def count(self, namespace_prefix: Sequence[str] = ()) -> int:
+        """Number of items in a namespace and its sub-namespaces (O(log n))."""
+        prefix = _validate.namespace(namespace_prefix, allow_empty=True)
+        start, end = codec.prefix_range(prefix)
+        return count(self.repo.nodes, self._root(), start, end)
+
+    def list_namespaces(
+        self,
+        *,
+        prefix: Sequence[str] | None = None,
+        suffix: Sequence[str] | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[tuple[str, ...]]:
+        """Namespaces that hold items, LangGraph-style: ``*`` in prefix/suffix matches any one label,
+        ``max_depth`` truncates (and dedupes) longer namespaces. Sorted; one seek per namespace."""
+        literal: list[str] = []
+        for label in prefix or ():
+            if label == "*":
+                break
+            literal.append(label)
+        root = self._root()
+        start, end = codec.prefix_range(literal)
+        found: list[tuple[str, ...]] = []
+        seen: set[tuple[str, ...]] = set()
+        while True:
+            entry = next(iter_entries(self.repo.nodes, root, start, end), None)
+            if entry is None:
+                break
+            ns, _ = codec.decode_key(entry[0])
+            shown = ns if max_depth is None else ns[:max_depth]
+            if _matches(ns, prefix, suffix) and shown not in seen:
+                seen.add(shown)
+                found.append(shown)
+            # skip the rest of this namespace's items, or the whole truncated subtree
+            start = codec.items_range(ns)[1] if shown == ns else codec.prefix_range(shown)[1]
+        found.sort()
+        return found[offset : offset + limit]
+
+
+def _matches(ns: tuple[str, ...], prefix: Sequence[str] | None, suffix: Sequence[str] | None) -> bool:
+    for part, labels in ((prefix, ns), (suffix, ns[::-1])):
+        if part is None:
+            continue
+        pattern = list(part) if part is prefix else list(part)[::-1]
+        if len(pattern) > len(labels):
+            return False
+        if any(p != "*" and p != label for p, label in zip(pattern, labels, strict=False)):
+            return False
+    return True
