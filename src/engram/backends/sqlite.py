@@ -9,6 +9,7 @@ and never a ref pointing at a missing chunk.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -61,8 +62,9 @@ class SqliteDatabase:
             try:
                 return work(self._conn)
             except sqlite3.Error as exc:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
                 raise StorageError(f"SQLite store {self.path}: {exc}") from exc
 
     def close(self) -> None:

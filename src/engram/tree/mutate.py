@@ -70,9 +70,9 @@ def _mutate(store: NodeStore, writer: NodeWriter, root: ChunkId, edits: list[Edi
     for level in range(top.level + 1):
         emitted, level_edits = _apply_level(store, writer, top, level, level_edits)
         if level == top.level:
-            node = store.load(build_levels(writer, level, emitted))
+            node = writer.load(build_levels(writer, level, emitted))
             while node.level > 0 and len(node.keys) == 1:  # a level of one node is the root
-                node = store.load(node.child(0))
+                node = writer.load(node.child(0))
             return node.id
         if not level_edits:
             return root

@@ -181,6 +181,11 @@ class NodeWriter:
             self.flush()
         return node
 
+    def load(self, cid: ChunkId) -> Node:
+        """Load a node, including one written here and not flushed yet."""
+        data = self.pending.get(cid)
+        return self.store.load(cid) if data is None else decode_node(cid, data)
+
     def flush(self) -> None:
         """Write buffered chunks to the chunk store."""
         if self.pending:

@@ -1,0 +1,49 @@
+"""Shared fixtures: every backend, wrapped in a validating store that re-hashes each chunk it reads."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import engram
+from engram.backends import MemoryChunkStore, MemoryRefStore, ValidatingChunkStore, open_sqlite
+from engram.repo import Repository
+from engram.store import Memory
+
+BACKENDS = ["memory", "sqlite"]
+
+
+def make_repository(kind: str, tmp_path: Path) -> Repository:
+    """A fresh, initialised repository on one backend, validating every chunk read."""
+    if kind == "memory":
+        repo = Repository(ValidatingChunkStore(MemoryChunkStore()), MemoryRefStore())
+    else:
+        chunks, refs = open_sqlite(tmp_path / "store.db")
+        repo = Repository(ValidatingChunkStore(chunks), refs)
+    repo.init()
+    return repo
+
+
+@pytest.fixture(params=BACKENDS)
+def repo(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Repository]:
+    """A repository on each backend."""
+    repository = make_repository(request.param, tmp_path)
+    yield repository
+    repository.chunks.close()
+
+
+@pytest.fixture
+def mem(repo: Repository) -> Memory:
+    """A Memory handle on ``main`` for each backend."""
+    return Memory(repo, author="tester")
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """A URL for a fresh SQLite store file."""
+    return f"sqlite:///{tmp_path / 'mem.db'}"
+
+
+__all__ = ["engram"]
