@@ -437,8 +437,7 @@ class Repository:
     def _roots(self, keep_reflog_ms: int | None) -> tuple[set[ChunkId], int]:
         pruned = 0 if keep_reflog_ms is None else self.refs.prune_reflog(now_ms() - keep_reflog_ms)
         roots = set(self.refs.list().values())
-        for entry in self.refs.reflog():
-            roots.update(cid for cid in (entry.old, entry.new) if cid is not None)
+        roots.update(entry.new for entry in self.refs.reflog() if entry.new is not None)
         return roots, pruned
 
     def iter_reachable(
@@ -450,8 +449,12 @@ class Repository:
         while todo:
             batch = [cid for cid in dict.fromkeys(todo[-500:]) if cid not in seen]
             del todo[-500:]
-            found = self.chunks.get_many(batch)
+            found, bad = self._read_for_check(batch)
             for cid in batch:
+                if cid in bad and problems is not None:
+                    seen.add(cid)
+                    problems["corrupt"].append(cid.hex())
+                    continue
                 seen.add(cid)
                 data = found.get(cid)
                 if data is None:
@@ -479,6 +482,20 @@ class Repository:
                     if node.level > 0:
                         todo.extend(node.child(i) for i in range(len(node.keys)))
                     yield cid, "node"
+
+    def _read_for_check(self, batch: list[ChunkId]) -> tuple[dict[ChunkId, bytes], set[ChunkId]]:
+        """Read chunks; a store that validates on read raises for a corrupt one: isolate it."""
+        try:
+            return self.chunks.get_many(batch), set()
+        except IntegrityError:
+            found: dict[ChunkId, bytes] = {}
+            bad: set[ChunkId] = set()
+            for cid in batch:
+                try:
+                    found.update(self.chunks.get_many([cid]))
+                except IntegrityError:
+                    bad.add(cid)
+            return found, bad
 
     def fsck(self, progress: Callable[[int], None] | None = None) -> FsckReport:
         """Check that every chunk reachable from every ref and reflog entry exists and hashes right."""

@@ -127,7 +127,10 @@ class RefStoreContract:
         refs.set("heads/dev", _C, None)
         refs.set("heads/main", _B, _C)  # refused: not logged
         log = refs.reflog("heads/main")
-        assert [(e.old, e.new, e.actor, e.reason) for e in log] == [(_A, _B, "bob", "commit"), (None, _A, "alice", "init")]
+        assert [(e.old, e.new, e.actor, e.reason) for e in log] == [
+            (_A, _B, "bob", "commit"),
+            (None, _A, "alice", "init"),
+        ]
         assert [e.name for e in refs.reflog()] == ["heads/dev", "heads/main", "heads/main"]
         assert len(refs.reflog(limit=1)) == 1
         assert log[0].time >= log[1].time

@@ -102,7 +102,9 @@ edit_batches = st.lists(st.dictionaries(keys, st.one_of(st.none(), values), max_
 
 @settings(max_examples=60, deadline=None)
 @given(st.dictionaries(keys, values, max_size=400), edit_batches)
-def test_random_edits_equal_one_bulk_build(initial: dict[bytes, bytes], batches: list[dict[bytes, bytes | None]]) -> None:
+def test_random_edits_equal_one_bulk_build(
+    initial: dict[bytes, bytes], batches: list[dict[bytes, bytes | None]]
+) -> None:
     """History independence: any sequence of edit batches gives the root a bulk build of the result gives."""
     ns = store()
     model = dict(initial)

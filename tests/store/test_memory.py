@@ -1,0 +1,150 @@
+"""The Memory handle: items, validation, transactions, and provenance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import engram
+from engram.store import Memory
+
+
+def test_put_get_delete_round_trip(mem: Memory) -> None:
+    commit = mem.put(("users", "alice"), "prefs", {"theme": "dark"})
+    item = mem.get(("users", "alice"), "prefs")
+    assert item is not None and item.value == {"theme": "dark"}
+    assert item.namespace == ("users", "alice") and item.key == "prefs"
+    assert mem.head.id == commit.id
+    mem.delete(("users", "alice"), "prefs")
+    assert mem.get(("users", "alice"), "prefs") is None
+
+
+def test_update_keeps_created_at_and_moves_updated_at(mem: Memory) -> None:
+    mem.put(("n",), "k", {"v": 1})
+    first = mem.get(("n",), "k")
+    mem.put(("n",), "k", {"v": 2})
+    second = mem.get(("n",), "k")
+    assert first is not None and second is not None
+    assert second.created_at == first.created_at
+    assert second.updated_at >= first.updated_at
+
+
+def test_items_carry_provenance(mem: Memory) -> None:
+    mem.put(("n",), "k", {"v": 1}, author="writer-7", sources=["msg-1", "msg-2"])
+    item = mem.get(("n",), "k")
+    assert item is not None and item.author == "writer-7" and item.sources == ("msg-1", "msg-2")
+    assert mem.head.author == "writer-7"
+    assert mem.history(("n",), "k")[0].item == item
+
+
+def test_item_dict_has_langgraph_shape(mem: Memory) -> None:
+    mem.put(("a", "b"), "k", {"x": 1})
+    item = mem.get(("a", "b"), "k")
+    assert item is not None
+    shape = item.dict()
+    assert set(shape) == {"namespace", "key", "value", "created_at", "updated_at"}
+    assert shape["namespace"] == ["a", "b"]
+
+
+def test_deleting_a_missing_item_makes_no_commit(mem: Memory) -> None:
+    head = mem.head.id
+    mem.delete(("n",), "missing")
+    assert mem.head.id == head
+
+
+@pytest.mark.parametrize(
+    ("namespace", "error"),
+    [
+        ((), engram.InvalidNamespaceError),
+        (("a", ""), engram.InvalidNamespaceError),
+        (("a.b",), engram.InvalidNamespaceError),
+        (("a", 3), engram.InvalidNamespaceError),
+        ("users", engram.InvalidNamespaceError),
+        (("langgraph", "x"), engram.InvalidNamespaceError),
+    ],
+)
+def test_invalid_namespaces_raise_clear_errors(mem: Memory, namespace: object, error: type[Exception]) -> None:
+    with pytest.raises(error) as info:
+        mem.put(namespace, "k", {"v": 1})  # type: ignore[arg-type]
+    assert isinstance(info.value, ValueError) and str(info.value)
+
+
+def test_invalid_key_and_value(mem: Memory) -> None:
+    with pytest.raises(engram.InvalidKeyError):
+        mem.put(("n",), "", {"v": 1})
+    with pytest.raises(engram.InvalidValueError, match="JSON object"):
+        mem.put(("n",), "k", ["not", "a", "dict"])  # type: ignore[arg-type]
+    assert mem.count() == 0
+
+
+def test_transaction_is_one_commit_with_read_your_writes(mem: Memory) -> None:
+    before = len(mem.log())
+    with mem.transaction("import 3") as tx:
+        for i in range(3):
+            tx.put(("n",), f"k{i}", {"i": i})
+        tx.delete(("n",), "k0")
+        assert tx.get(("n",), "k1") is not None and tx.get(("n",), "k0") is None
+        assert mem.get(("n",), "k1") is None  # not visible outside until commit
+    assert len(mem.log()) == before + 1
+    assert tx.commit is not None and tx.commit.message == "import 3"
+    assert [i.key for i in mem.iter_items(("n",))] == ["k1", "k2"]
+
+
+def test_transaction_that_raises_writes_nothing(mem: Memory) -> None:
+    head = mem.head.id
+    with pytest.raises(RuntimeError), mem.transaction() as tx:
+        tx.put(("n",), "k", {"v": 1})
+        raise RuntimeError("boom")
+    assert mem.head.id == head
+
+
+def test_list_namespaces_prefix_suffix_depth(mem: Memory) -> None:
+    for ns in [("a", "b", "c"), ("a", "b", "d"), ("a", "x"), ("z",), ("a", "b")]:
+        mem.put(ns, "k", {"v": 1})
+    assert mem.list_namespaces() == [("a", "b"), ("a", "b", "c"), ("a", "b", "d"), ("a", "x"), ("z",)]
+    assert mem.list_namespaces(prefix=("a", "b")) == [("a", "b"), ("a", "b", "c"), ("a", "b", "d")]
+    assert mem.list_namespaces(suffix=("d",)) == [("a", "b", "d")]
+    assert mem.list_namespaces(prefix=("a", "*", "c")) == [("a", "b", "c")]
+    assert mem.list_namespaces(max_depth=1) == [("a",), ("z",)]
+    assert mem.list_namespaces(max_depth=2) == [("a", "b"), ("a", "x"), ("z",)]
+    assert mem.list_namespaces(limit=2, offset=1) == [("a", "b", "c"), ("a", "b", "d")]
+
+
+def test_count_and_iter_items_cover_sub_namespaces(mem: Memory) -> None:
+    with mem.transaction() as tx:
+        for user in ("u1", "u2"):
+            for i in range(5):
+                tx.put(("users", user, "prefs"), f"k{i}", {"i": i})
+        tx.put(("usersx",), "k", {"i": 0})
+    assert mem.count(("users",)) == 10
+    assert mem.count(("users", "u1")) == 5
+    assert mem.count() == 11
+    assert len(list(mem.iter_items(("users", "u2")))) == 5
+
+
+def test_open_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    default = engram.open()
+    default.put(("n",), "k", {"v": 1})
+    default.close()
+    assert (tmp_path / ".engram" / "engram.db").exists()
+    again = engram.open(str(tmp_path / ".engram"))
+    assert again.get(("n",), "k") is not None
+    again.close()
+    file_store = engram.open(f"sqlite:///{tmp_path / 'x.db'}")
+    assert file_store.count() == 0
+    file_store.close()
+    assert engram.open(":memory:").count() == 0
+    with pytest.raises(engram.ConfigError, match="unsupported store URL"):
+        engram.open("ftp://nope")
+    with pytest.raises(NotImplementedError, match="issue #5"):
+        engram.open("postgresql://localhost/db")
+
+
+def test_public_surface_is_all() -> None:
+    exported = {name for name in dir(engram) if not name.startswith("_")}
+    modules = {"backends", "codec", "errors", "hashing", "objects", "repo", "store", "tree", "testing", "demo"}
+    assert exported - modules == set(engram.__all__)
+    for name in engram.__all__:
+        assert getattr(engram, name).__doc__, name
