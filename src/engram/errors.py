@@ -20,6 +20,7 @@ psycopg, redis, httpx) are translated at the backend boundary and never leak::
     ├── ReadOnlyError                 writing through a read-only view
     ├── IntegrityError                a chunk whose bytes do not hash to its id; a corrupt store
     ├── StorageError                  the backend failed (I/O, locked database, lost connection)
+    ├── EmbedderError                 the embedding model failed or is unavailable
     └── ConfigError                   bad store URL or settings
 """
 
@@ -102,6 +103,10 @@ class IntegrityError(EngramError):
 
 class StorageError(EngramError):
     """The storage backend failed (I/O error, locked database, lost connection)."""
+
+
+class EmbedderError(EngramError):
+    """The embedding model failed, timed out, or is not available."""
 
 
 class ConfigError(EngramError):
