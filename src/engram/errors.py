@@ -13,6 +13,7 @@ psycopg, redis, httpx) are translated at the backend boundary and never leak::
     │   ├── InvalidKeyError           empty or non-string key
     │   ├── InvalidValueError         value is not a JSON object
     │   ├── InvalidRefError           malformed ref expression or branch/tag name
+    │   ├── InvalidFilterError        unknown operator or malformed search filter
     │   └── AmbiguousRefError         a short commit id that matches several commits
     ├── ConflictError                 a concurrent change or a merge the policy could not resolve
     │   ├── MergeConflictError        carries the conflicts (data) of a refused merge
@@ -67,6 +68,10 @@ class InvalidValueError(InvalidInputError):
 
 class InvalidRefError(InvalidInputError):
     """A ref expression, branch name or tag name is malformed."""
+
+
+class InvalidFilterError(InvalidInputError):
+    """A search filter uses an unknown operator or is malformed."""
 
 
 class AmbiguousRefError(InvalidInputError):

@@ -176,3 +176,8 @@ class RefStoreContract:
             t.join()
         assert len(wins) == 100
         assert len(refs.reflog("heads/main")) == 101
+
+
+from engram._filter_cases import FILTER_CASES, FILTER_DOCS, INVALID_FILTERS  # noqa: E402
+
+__all__ += ["FILTER_CASES", "FILTER_DOCS", "INVALID_FILTERS"]
