@@ -45,6 +45,8 @@ from engram.tree import (
 HEADS = "heads/"
 TAGS = "tags/"
 MAX_RETRIES = 200
+#: Chunks written this recently are never collected: a writer may not have moved its ref yet.
+GC_GRACE_MS = 10 * 60 * 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -508,14 +510,21 @@ class Repository:
                 progress(1)
         return FsckReport(counts["commit"], counts["node"], problems["missing"], problems["corrupt"])
 
-    def gc(self, keep_reflog_ms: int | None = None, progress: Callable[[int], None] | None = None) -> GcReport:
+    def gc(
+        self,
+        keep_reflog_ms: int | None = None,
+        progress: Callable[[int], None] | None = None,
+        *,
+        grace_ms: int = GC_GRACE_MS,
+    ) -> GcReport:
         """Delete chunks unreachable from refs and the (kept) reflog.
 
         ``keep_reflog_ms`` drops reflog entries older than that first (``None`` keeps the reflog).
-        Chunks written while gc runs are never deleted: only chunks present before it started are
-        candidates, and refs are re-read until they stop moving. Prefer running gc while writers are idle.
+        Only chunks last written more than ``grace_ms`` ago are candidates (re-storing a chunk renews
+        it), so the chunks of a commit whose ref has not moved yet survive. ``grace_ms=0`` is safe
+        only while no one writes.
         """
-        candidates = set(self.chunks.iter_ids())
+        candidates = set(self.chunks.iter_ids(written_before=now_ms() - grace_ms))
         roots, pruned = self._roots(keep_reflog_ms)
         while True:
             reachable = {cid for cid, _ in self.iter_reachable(roots)}

@@ -12,6 +12,7 @@ empty store; pytest then runs every ``test_*`` method against it::
 from __future__ import annotations
 
 import threading
+import time
 
 from engram.backends.base import ChunkStore, RefStore, now_ms
 from engram.errors import ChunkNotFoundError
@@ -65,6 +66,18 @@ class ChunkStoreContract:
         assert list(chunks.iter_ids()) == ids
         assert list(chunks.iter_ids(ids[10], ids[1500])) == ids[10:1500]
         assert list(chunks.iter_ids(ids[2000])) == ids[2000:]
+
+    def test_iter_ids_written_before(self, chunks: ChunkStore) -> None:
+        old = chunks.put(b"old")
+        time.sleep(0.005)
+        cut = now_ms()
+        time.sleep(0.005)
+        new = chunks.put(b"new")
+        assert list(chunks.iter_ids(written_before=cut)) == [old]
+        assert sorted(chunks.iter_ids(written_before=now_ms() + 1)) == sorted([old, new])
+        time.sleep(0.005)
+        chunks.put(b"old")  # storing again renews the write time
+        assert list(chunks.iter_ids(written_before=cut)) == []
 
     def test_delete_many_removes(self, chunks: ChunkStore) -> None:
         a, b = chunks.put(b"a"), chunks.put(b"b")

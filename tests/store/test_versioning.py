@@ -271,11 +271,13 @@ def test_gc_keeps_reachable_and_removes_the_rest(mem: Memory) -> None:
     for i in range(5):
         mem.put(NS, "b", {"v": i})
     mem.reset("HEAD~5")
-    kept_all = mem.gc()
+    kept_all = mem.gc(grace=timedelta(0))
     assert kept_all.removed == 0  # the reflog still reaches the reset-away commits
     time.sleep(0.002)
-    report = mem.gc(keep_reflog=timedelta(0))
-    assert report.removed > 0 and report.reflog_pruned > 0
+    within_grace = mem.gc(keep_reflog=timedelta(0))
+    assert within_grace.removed == 0 and within_grace.reflog_pruned > 0  # young chunks are kept
+    report = mem.gc(grace=timedelta(0))
+    assert report.removed > 0
     assert mem.fsck().ok
     assert value(mem, "a") == {"v": 1} and value(mem, "b") is None
 
@@ -298,3 +300,22 @@ def test_fsck_finds_missing_and_corrupt_chunks(repo: Repository) -> None:
     report = fresh.fsck()
     assert not report.ok
     assert doomed.hex() in report.missing and leaf.hex() in report.corrupt
+
+
+def test_gc_during_a_commit_keeps_the_new_chunks(repo: Repository) -> None:
+    """gc that runs between a writer's chunk write and its ref move must not take the new chunks."""
+    mem = Memory(repo)
+    mem.put(NS, "x", {"v": 1})
+    real_set = repo.refs.set
+    reports: list[engram.GcReport] = []
+
+    def gc_then_set(*args: object, **kwargs: object) -> bool:
+        if not reports:
+            reports.append(repo.gc(keep_reflog_ms=0))
+        return real_set(*args, **kwargs)  # type: ignore[arg-type]
+
+    repo.refs.set = gc_then_set  # type: ignore[method-assign]
+    mem.put(NS, "y", {"v": 2})
+    repo.refs.set = real_set  # type: ignore[method-assign]
+    assert reports and mem.fsck().ok
+    assert value(mem, "y") == {"v": 2}

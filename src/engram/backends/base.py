@@ -34,11 +34,17 @@ class ChunkStore(ABC):
 
     @abstractmethod
     def put_many(self, chunks: Mapping[ChunkId, bytes]) -> None:
-        """Store chunks (id -> bytes). Storing a chunk that exists is a no-op."""
+        """Store chunks (id -> bytes). Storing a chunk that exists keeps its bytes and renews its write time."""
 
     @abstractmethod
-    def iter_ids(self, start: ChunkId | None = None, end: ChunkId | None = None) -> Iterator[ChunkId]:
-        """Yield stored ids in ascending byte order, within ``[start, end)`` when given."""
+    def iter_ids(
+        self, start: ChunkId | None = None, end: ChunkId | None = None, *, written_before: int | None = None
+    ) -> Iterator[ChunkId]:
+        """Yield stored ids in ascending byte order, within ``[start, end)`` when given.
+
+        ``written_before`` (UTC ms) keeps only chunks last written before then; garbage collection
+        uses it so that chunks a writer has just stored, and not yet referenced, are never deleted.
+        """
 
     @abstractmethod
     def delete_many(self, ids: Iterable[ChunkId]) -> None:

@@ -16,6 +16,7 @@ class MemoryChunkStore(ChunkStore):
 
     def __init__(self) -> None:
         self._chunks: dict[ChunkId, bytes] = {}
+        self._written: dict[ChunkId, int] = {}
         self._lock = threading.Lock()
 
     def get_many(self, ids: Iterable[ChunkId]) -> dict[ChunkId, bytes]:
@@ -26,12 +27,16 @@ class MemoryChunkStore(ChunkStore):
         return {cid for cid in ids if cid not in self._chunks}
 
     def put_many(self, chunks: Mapping[ChunkId, bytes]) -> None:
+        stamp = now_ms()
         with self._lock:
             self._chunks.update(chunks)
+            self._written.update(dict.fromkeys(chunks, stamp))
 
-    def iter_ids(self, start: ChunkId | None = None, end: ChunkId | None = None) -> Iterator[ChunkId]:
+    def iter_ids(
+        self, start: ChunkId | None = None, end: ChunkId | None = None, *, written_before: int | None = None
+    ) -> Iterator[ChunkId]:
         with self._lock:
-            ids = sorted(self._chunks)
+            ids = sorted(c for c in self._chunks if written_before is None or self._written[c] < written_before)
         lo = 0 if start is None else bisect.bisect_left(ids, start)
         hi = len(ids) if end is None else bisect.bisect_left(ids, end)
         yield from ids[lo:hi]
@@ -40,6 +45,7 @@ class MemoryChunkStore(ChunkStore):
         with self._lock:
             for cid in ids:
                 self._chunks.pop(cid, None)
+                self._written.pop(cid, None)
 
 
 class MemoryRefStore(RefStore):

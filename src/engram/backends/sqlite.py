@@ -12,6 +12,7 @@ import builtins
 import contextlib
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TypeVar
@@ -23,7 +24,7 @@ from engram.hashing import ChunkId
 T = TypeVar("T")
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS chunks (id BLOB PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS chunks (id BLOB PRIMARY KEY, data BLOB NOT NULL, written INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS refs (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS reflog (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -50,11 +51,29 @@ class SqliteDatabase:
         self._lock = threading.RLock()
         try:
             self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
-            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._wal(timeout)
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.executescript(_SCHEMA)
         except sqlite3.Error as exc:
             raise StorageError(f"cannot open SQLite store at {self.path}: {exc}") from exc
+
+    def _wal(self, timeout: float) -> None:
+        """Switch to WAL. SQLite refuses at once (no busy wait) while another process creates the
+        file, so retry until the timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.005)
+                continue
+            if self.path == ":memory:" or str(mode).lower() == "wal":
+                return
+            if time.monotonic() > deadline:
+                raise sqlite3.OperationalError(f"could not switch to WAL mode (journal_mode is {mode})")
+            time.sleep(0.005)
 
     def run(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` with the connection, under the lock, translating driver errors."""
@@ -110,22 +129,30 @@ class SqliteChunkStore(ChunkStore):
         if not chunks:
             return
 
+        stamp = now_ms()
+
         def work(conn: sqlite3.Connection) -> None:
             conn.execute("BEGIN IMMEDIATE")
-            conn.executemany("INSERT OR IGNORE INTO chunks (id, data) VALUES (?, ?)", chunks.items())
+            conn.executemany(
+                "INSERT INTO chunks (id, data, written) VALUES (?, ?, ?) "
+                "ON CONFLICT (id) DO UPDATE SET written = excluded.written",
+                [(cid, data, stamp) for cid, data in chunks.items()],
+            )
             conn.execute("COMMIT")
 
         self.db.run(work)
 
-    def iter_ids(self, start: ChunkId | None = None, end: ChunkId | None = None) -> Iterator[ChunkId]:
+    def iter_ids(
+        self, start: ChunkId | None = None, end: ChunkId | None = None, *, written_before: int | None = None
+    ) -> Iterator[ChunkId]:
         lo = start if start is not None else b""
         last: ChunkId | None = None
 
         def page(conn: sqlite3.Connection) -> list[ChunkId]:
             rows = conn.execute(
                 "SELECT id FROM chunks WHERE id >= ? AND (? IS NULL OR id > ?) "
-                "AND (? IS NULL OR id < ?) ORDER BY id LIMIT 1000",
-                (lo, last, last, end, end),
+                "AND (? IS NULL OR id < ?) AND (? IS NULL OR written < ?) ORDER BY id LIMIT 1000",
+                (lo, last, last, end, end, written_before, written_before),
             )
             return [bytes(r[0]) for r in rows]
 
@@ -177,6 +204,8 @@ class SqliteRefStore(RefStore):
             try:
                 return cas(conn)
             finally:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 conn.execute("PRAGMA synchronous=NORMAL")
 
         def cas(conn: sqlite3.Connection) -> bool:

@@ -30,8 +30,10 @@ class ValidatingChunkStore(ChunkStore):
             verify(cid, data)
         self.inner.put_many(chunks)
 
-    def iter_ids(self, start: ChunkId | None = None, end: ChunkId | None = None) -> Iterator[ChunkId]:
-        return self.inner.iter_ids(start, end)
+    def iter_ids(
+        self, start: ChunkId | None = None, end: ChunkId | None = None, *, written_before: int | None = None
+    ) -> Iterator[ChunkId]:
+        return self.inner.iter_ids(start, end, written_before=written_before)
 
     def delete_many(self, ids: Iterable[ChunkId]) -> None:
         self.inner.delete_many(ids)
@@ -88,8 +90,10 @@ class LruChunkStore(ChunkStore):
         self.inner.put_many(chunks)
         self._remember(chunks)
 
-    def iter_ids(self, start: ChunkId | None = None, end: ChunkId | None = None) -> Iterator[ChunkId]:
-        return self.inner.iter_ids(start, end)
+    def iter_ids(
+        self, start: ChunkId | None = None, end: ChunkId | None = None, *, written_before: int | None = None
+    ) -> Iterator[ChunkId]:
+        return self.inner.iter_ids(start, end, written_before=written_before)
 
     def delete_many(self, ids: Iterable[ChunkId]) -> None:
         doomed = list(ids)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from engram.backends import LruChunkStore, MemoryChunkStore, MemoryRefStore, open_sqlite
 from engram.errors import ConfigError
+from engram.index.cache import MemoryVectorCache, SqliteVectorCache, VectorCache
 from engram.repo import Repository
 from engram.store.memory import Memory
 
@@ -15,19 +16,27 @@ DB_NAME = "engram.db"
 
 
 def open_repository(url: str | None = None) -> Repository:
-    """Open (creating if needed) the repository behind a store URL.
+    """Open (creating if needed) the repository behind a store URL (see :func:`open`)."""
+    return _open(url)[0]
+
+
+def _open(url: str | None) -> tuple[Repository, VectorCache]:
+    """Open the repository behind a store URL, and its vector cache.
 
     ``None``: the embedded default, ``./.engram/engram.db``. ``":memory:"``: in memory, gone on exit.
     ``sqlite:///path/file.db`` or a path: a SQLite file (a directory path holds ``engram.db``).
     """
+    cache: VectorCache
     if url == ":memory:":
         repo = Repository(MemoryChunkStore(), MemoryRefStore())
+        cache = MemoryVectorCache()
     else:
         path = _sqlite_path(url)
         chunks, refs = open_sqlite(path)
         repo = Repository(LruChunkStore(chunks), refs)
+        cache = SqliteVectorCache(refs.db)
     repo.init()
-    return repo
+    return repo, cache
 
 
 def _sqlite_path(url: str | None) -> Path:

@@ -63,6 +63,45 @@ class Item:
 
 
 @dataclass(frozen=True, slots=True)
+class SearchItem(Item):
+    """An item found by a search, with its score (None for a listing without a query).
+
+    ``explain`` holds each signal's score when the search asked for ``explain=True``.
+    """
+
+    score: float | None = None
+    explain: dict[str, Any] | None = None
+
+    def dict(self) -> dict[str, Any]:
+        """LangGraph's ``SearchItem.dict()`` shape: the item's fields plus ``score``."""
+        out = Item.dict(self)
+        out["score"] = self.score
+        if self.explain is not None:
+            out["explain"] = self.explain
+        return out
+
+
+class SearchResults(list[SearchItem]):
+    """The items a search found, best first, and how the search ran.
+
+    Attributes:
+        mode: the mode that ran (``keyword``, ``semantic``, ``hybrid``, or ``list`` without a query).
+        requested_mode: the mode asked for.
+        degraded: why the search ran in a weaker mode than asked (e.g. the embedder failed), else None.
+    """
+
+    mode: str
+    requested_mode: str
+    degraded: str | None
+
+    def __init__(self, items: list[SearchItem], mode: str, requested_mode: str, degraded: str | None = None):
+        super().__init__(items)
+        self.mode = mode
+        self.requested_mode = requested_mode
+        self.degraded = degraded
+
+
+@dataclass(frozen=True, slots=True)
 class ItemChange:
     """One item that differs between two versions (``old``/``new`` is None when absent)."""
 

@@ -11,11 +11,14 @@ from engram import codec
 from engram.backends.base import now_ms
 from engram.errors import ConflictError, InvalidInputError, ReadOnlyError
 from engram.hashing import ChunkId
+from engram.index.docs import DocIndex
 from engram.objects import Commit, Record, decode_record, encode_record
 from engram.repo import FsckReport, GcReport, Repository
 from engram.store import _validate
+from engram.store.indexing import IndexPool
 from engram.store.item import CommitDetails, Item, ItemChange, ItemConflict, Version
 from engram.store.reader import Reader
+from engram.store.search import Overlay
 from engram.tree import Change, Conflict, Resolver, diff_trees, get
 
 Ref = str | datetime
@@ -23,14 +26,19 @@ Strategy = Literal["fail", "ours", "theirs", "newest"] | Callable[[ItemConflict]
 
 
 class View(Reader):
-    """A read-only view of the memory at one commit (``mem.at(ref)``)."""
+    """A read-only view of the memory at one commit (``mem.at(ref)``), with every read method."""
 
-    def __init__(self, repo: Repository, commit: Commit) -> None:
+    def __init__(self, repo: Repository, commit: Commit, *, pool: IndexPool | None = None, branch: str = "main"):
         self.repo = repo
         self.commit = commit
+        self._pool = pool if pool is not None else IndexPool.for_repository(repo)
+        self._near = branch
 
     def _root(self) -> ChunkId:
         return self.commit.tree
+
+    def _search_index(self) -> tuple[DocIndex, Overlay | None]:
+        return self._pool.past(self._near, self.commit.tree)
 
     def put(self, *args: Any, **kwargs: Any) -> None:
         """Views are read-only."""
@@ -49,11 +57,14 @@ class Memory(Reader):
     Two handles on the same store keep their own current branch.
     """
 
-    def __init__(self, repo: Repository, *, branch: str = "main", author: str = "engram") -> None:
+    def __init__(
+        self, repo: Repository, *, branch: str = "main", author: str = "engram", pool: IndexPool | None = None
+    ) -> None:
         self.repo = repo
         self.author = author
         repo.head(branch)
         self._branch = branch
+        self.pool = pool if pool is not None else IndexPool.for_repository(repo)
 
     # ------------------------------------------------------------------ state
 
@@ -69,6 +80,13 @@ class Memory(Reader):
 
     def _root(self) -> ChunkId:
         return self.head.tree
+
+    def _search_index(self) -> tuple[DocIndex, Overlay | None]:
+        return self.pool.head(self._branch, self._root()), None
+
+    def reindex(self) -> int:
+        """Rebuild this branch's search index from scratch (re-embedding what the cache lacks); return its size."""
+        return len(self.pool.rebuild(self._branch, self._root()))
 
     def close(self) -> None:
         """Close the underlying stores."""
@@ -130,7 +148,7 @@ class Memory(Reader):
 
     def at(self, ref: Ref) -> View:
         """A read-only view of the memory at a branch, tag, commit, ``HEAD~n``, ``main@{time}`` or datetime."""
-        return View(self.repo, self.resolve(ref))
+        return View(self.repo, self.resolve(ref), pool=self.pool, branch=self._branch)
 
     def checkout(self, branch: str) -> None:
         """Make this handle read and write ``branch`` (other handles are unaffected)."""
@@ -241,10 +259,13 @@ class Memory(Reader):
         """Move this branch to a version (the old head stays reachable through the reflog)."""
         self.repo.reset(self._branch, self.repo.resolve(ref, self._branch), self.author)
 
-    def gc(self, keep_reflog: timedelta | None = None) -> GcReport:
-        """Delete chunks no ref or reflog entry reaches; ``keep_reflog`` first prunes older reflog entries."""
+    def gc(self, keep_reflog: timedelta | None = None, *, grace: timedelta = timedelta(minutes=10)) -> GcReport:
+        """Delete chunks no ref or reflog entry reaches; ``keep_reflog`` first prunes older reflog entries.
+
+        Chunks written within ``grace`` are kept (a concurrent writer may not have moved its branch yet).
+        """
         keep = None if keep_reflog is None else int(keep_reflog.total_seconds() * 1000)
-        return self.repo.gc(keep)
+        return self.repo.gc(keep, grace_ms=int(grace.total_seconds() * 1000))
 
     def fsck(self) -> FsckReport:
         """Verify every chunk reachable from refs and the reflog is present and hashes right."""

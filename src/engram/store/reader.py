@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from engram import codec
+from engram.backends.base import now_ms
 from engram.hashing import ChunkId
+from engram.index.docs import DocIndex
 from engram.objects import decode_record
 from engram.repo import Repository
 from engram.store import _validate
-from engram.store.item import Item
+from engram.store.item import Item, SearchResults
+from engram.store.ranking import Profile
+from engram.store.search import Mode, Overlay, SearchRequest, execute
 from engram.tree import count, get, iter_entries
 
 
@@ -20,6 +25,45 @@ class Reader:
 
     def _root(self) -> ChunkId:
         raise NotImplementedError
+
+    def _search_index(self) -> tuple[DocIndex, Overlay | None]:
+        raise NotImplementedError
+
+    def search(
+        self,
+        namespace_prefix: Sequence[str] = (),
+        /,
+        query: str | None = None,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        mode: Mode | None = None,
+        profile: str | Profile = "similarity",
+        explain: bool = False,
+        min_score: float | None = None,
+    ) -> SearchResults:
+        """Find items under ``namespace_prefix`` by meaning and keywords, filtered and ranked.
+
+        Without ``query`` it lists items newest first (``updated_at``). ``mode`` is ``hybrid`` (the
+        default with an embedder), ``semantic`` or ``keyword``; a hybrid search whose embedder fails
+        runs as keyword and says so in ``results.degraded``. ``filter`` uses MongoDB operators on the
+        value's fields; ``profile`` mixes in confidence and recency; ``explain=True`` adds each signal's
+        score to every result.
+        """
+        request = SearchRequest(
+            _validate.namespace(namespace_prefix, allow_empty=True),
+            query,
+            filter,
+            limit,
+            offset,
+            mode,
+            profile,
+            explain,
+            min_score,
+        )
+        index, overlay = self._search_index()
+        return execute(index, request, now_ms(), overlay)
 
     def get(self, namespace: Sequence[str], key: str) -> Item | None:
         """The item at (namespace, key), or None."""

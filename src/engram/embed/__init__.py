@@ -1,0 +1,71 @@
+"""Embedders: the seam between engram and whatever turns text into vectors.
+
+    >>> from engram.embed import embedder_from_spec
+    >>> embedder = embedder_from_spec("hashing:64")
+    >>> embedder.model_id, embedder.embed(["hello world"]).shape
+    ('hashing-v1-64', (1, 64))
+
+:func:`default_embedder` is all-MiniLM-L6-v2 on onnxruntime, offline (``pip install 'engram[embeddings]'``).
+Importing this package needs numpy only; onnxruntime, tokenizers and httpx are imported when an
+embedder that needs them is made. This layer never reads environment variables: settings come in as
+arguments (the CLI and server read the environment and pass them on).
+"""
+
+from __future__ import annotations
+
+import re
+
+from engram.embed.base import Embedder, Vectors, normalize_rows
+from engram.embed.hashing import HashingEmbedder
+from engram.embed.minilm import MiniLMEmbedder
+from engram.embed.openai import OpenAIEmbedder
+from engram.errors import ConfigError
+
+__all__ = [
+    "Embedder",
+    "HashingEmbedder",
+    "MiniLMEmbedder",
+    "OpenAIEmbedder",
+    "Vectors",
+    "default_embedder",
+    "embedder_from_spec",
+    "normalize_rows",
+]
+
+_OPENAI_SPEC = re.compile(r"openai:(?P<model>[^@]+)@(?P<base_url>https?://.+)")
+SPEC_FORMS = '"minilm", "hashing", "hashing:<dim>" or "openai:<model>@<base_url>"'
+
+
+def default_embedder() -> Embedder:
+    """The default embedder: all-MiniLM-L6-v2 on onnxruntime, loaded on first use.
+
+    Raises:
+        EmbedderError: onnxruntime, tokenizers or the model package is missing (the message says what to
+            install).
+    """
+    return MiniLMEmbedder()
+
+
+def embedder_from_spec(spec: str, *, api_key: str | None = None) -> Embedder:
+    """Make an embedder from a short spec string, as found in a config file or on a command line.
+
+    Forms: ``minilm``; ``hashing`` or ``hashing:<dim>``; ``openai:<model>@<base_url>``, e.g.
+    ``openai:nomic-embed-text@http://localhost:11434/v1`` (``api_key`` is sent to that server).
+
+    Raises:
+        ConfigError: the spec has none of these forms.
+        EmbedderError: the embedder it names cannot run here.
+    """
+    name, colon, argument = spec.strip().partition(":")
+    if name == "minilm" and not colon:
+        return MiniLMEmbedder()
+    if name == "hashing":
+        if not colon:
+            return HashingEmbedder()
+        if not argument.isdigit():
+            raise ConfigError(f"bad embedder spec {spec!r}: the hashing dimension must be a positive integer")
+        return HashingEmbedder(int(argument))
+    match = _OPENAI_SPEC.fullmatch(spec.strip())
+    if match:
+        return OpenAIEmbedder(match["base_url"], match["model"], api_key=api_key)
+    raise ConfigError(f"unknown embedder spec {spec!r}; expected {SPEC_FORMS}")

@@ -1,0 +1,106 @@
+"""Vectors stored once per (model id, text): an embedding cache shared by every version and index.
+
+Embeddings are derived data: the versioned records hold text, and a vector is looked up by the
+model's id and the SHA-256 of the text, so unchanged text is never embedded twice and switching
+models never rewrites history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from engram.backends.sqlite import SqliteDatabase
+
+
+def text_hash(text: str) -> bytes:
+    """The cache key of a text."""
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+class VectorCache(Protocol):
+    """Stored vectors keyed by (model id, text hash)."""
+
+    def get_many(self, model: str, hashes: Iterable[bytes]) -> dict[bytes, bytes]:
+        """Vectors (float32 bytes) found for these text hashes."""
+        ...
+
+    def put_many(self, model: str, vectors: Mapping[bytes, bytes]) -> None:
+        """Store vectors (float32 bytes) by text hash."""
+        ...
+
+
+class MemoryVectorCache:
+    """An in-process vector cache."""
+
+    def __init__(self) -> None:
+        self._data: dict[tuple[str, bytes], bytes] = {}
+        self._lock = threading.Lock()
+
+    def get_many(self, model: str, hashes: Iterable[bytes]) -> dict[bytes, bytes]:
+        with self._lock:
+            return {h: self._data[(model, h)] for h in hashes if (model, h) in self._data}
+
+    def put_many(self, model: str, vectors: Mapping[bytes, bytes]) -> None:
+        with self._lock:
+            for h, v in vectors.items():
+                self._data[(model, h)] = v
+
+
+class SqliteVectorCache:
+    """Vectors in a ``vectors`` table of the store's SQLite file."""
+
+    def __init__(self, db: SqliteDatabase) -> None:
+        self.db = db
+        db.run(
+            lambda conn: conn.execute(
+                "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, text_hash BLOB NOT NULL, "
+                "vector BLOB NOT NULL, PRIMARY KEY (model, text_hash)) WITHOUT ROWID"
+            )
+        )
+
+    def get_many(self, model: str, hashes: Iterable[bytes]) -> dict[bytes, bytes]:
+        wanted = list(hashes)
+
+        def work(conn: sqlite3.Connection) -> dict[bytes, bytes]:
+            found: dict[bytes, bytes] = {}
+            for i in range(0, len(wanted), 500):
+                part = wanted[i : i + 500]
+                marks = ",".join("?" * len(part))
+                rows = conn.execute(
+                    f"SELECT text_hash, vector FROM vectors WHERE model = ? AND text_hash IN ({marks})", [model, *part]
+                )
+                found.update((bytes(h), bytes(v)) for h, v in rows)
+            return found
+
+        return self.db.run(work)
+
+    def put_many(self, model: str, vectors: Mapping[bytes, bytes]) -> None:
+        if not vectors:
+            return
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany(
+                "INSERT OR IGNORE INTO vectors (model, text_hash, vector) VALUES (?, ?, ?)",
+                [(model, h, v) for h, v in vectors.items()],
+            )
+            conn.execute("COMMIT")
+
+        self.db.run(work)
+
+
+def as_array(blob: bytes) -> npt.NDArray[np.float32]:
+    """A stored vector as a float32 array."""
+    return np.frombuffer(blob, dtype=np.float32)
+
+
+def as_blobs(matrix: npt.NDArray[np.float32], hashes: Sequence[bytes]) -> dict[bytes, bytes]:
+    """Rows of a matrix as stored vectors keyed by text hash."""
+    return {h: np.ascontiguousarray(row, dtype=np.float32).tobytes() for h, row in zip(hashes, matrix, strict=True)}

@@ -1,0 +1,45 @@
+"""Text analysis for keyword search: Unicode word split, lowercase, English stop words, Snowball stems."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import Stemmer
+
+# A compact English stop list: function words that carry no topic. Question words are stop words too,
+# since memories are searched with questions ("what did Alice say about ...").
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are aren't as at be because been before being below
+    between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down during each
+    few for from further had hadn't has hasn't have haven't having he he'd he'll he's her here here's hers herself
+    him himself his how how's i i'd i'll i'm i've if in into is isn't it it's its itself let's me more most mustn't
+    my myself no nor not of off on once only or other ought our ours ourselves out over own same shan't she she'd
+    she'll she's should shouldn't so some such than that that's the their theirs them themselves then there
+    there's these they they'd they'll they're they've this those through to too under until up very was wasn't we
+    we'd we'll we're we've were weren't what what's when when's where where's which while who who's whom why
+    why's with won't would wouldn't you you'd you'll you're you've your yours yourself yourselves s t d ll m re ve
+    also just like get got yeah oh really""".split()
+)
+
+_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
+_stemmer = Stemmer.Stemmer("english")
+
+
+@lru_cache(maxsize=200_000)
+def _stem(word: str) -> str:
+    return str(_stemmer.stemWord(word))
+
+
+def terms(text: str) -> list[str]:
+    """The index terms of a text, in order (stop words removed, words stemmed)."""
+    out: list[str] = []
+    for word in _WORD.findall(text.lower()):
+        if word in STOPWORDS:
+            continue
+        if "'" in word:
+            word = word.split("'", 1)[0]
+            if word in STOPWORDS:
+                continue
+        out.append(_stem(word))
+    return out

@@ -1,0 +1,122 @@
+"""The search indexes of a repository: one per branch head, moved along by diffs, and past versions.
+
+A search at a branch head syncs that branch's index to the head root (cost: the diff since the last
+search). A search in the past scores the items that differ between the index's root and the past
+root as an overlay; when too many differ it builds a temporary index for that root, cached by root.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import Counter, OrderedDict
+from collections.abc import Sequence
+
+from engram.embed.base import Embedder
+from engram.hashing import ChunkId
+from engram.index.cache import VectorCache
+from engram.index.docs import DocIndex, make_doc
+from engram.index.keyword import OverlayStats
+from engram.repo import Repository
+from engram.store.search import Overlay
+from engram.tree import diff_trees
+
+#: An overlay is used while at most this many items (or this share of the index) differ.
+OVERLAY_MIN = 2_000
+OVERLAY_SHARE = 0.05
+TEMP_INDEXES = 2
+
+_POOLS: weakref.WeakKeyDictionary[Repository, IndexPool] = weakref.WeakKeyDictionary()
+
+
+class IndexPool:
+    """Search indexes of one repository, shared by every handle on it."""
+
+    def __init__(
+        self,
+        repo: Repository,
+        *,
+        embedder: Embedder | None = None,
+        fields: Sequence[str] = ("$",),
+        cache: VectorCache | None = None,
+    ) -> None:
+        self.repo = repo
+        self.embedder = embedder
+        self.fields = tuple(fields)
+        self.cache = cache
+        self._branches: dict[str, DocIndex] = {}
+        self._temp: OrderedDict[ChunkId, DocIndex] = OrderedDict()
+        self._lock = threading.Lock()
+        _POOLS[repo] = self
+
+    @classmethod
+    def for_repository(cls, repo: Repository) -> IndexPool:
+        """The pool registered for ``repo``, or a keyword-only one."""
+        return _POOLS.get(repo) or cls(repo)
+
+    def _new(self) -> DocIndex:
+        return DocIndex(self.repo.nodes, fields=self.fields, embedder=self.embedder, cache=self.cache)
+
+    def index(self, branch: str) -> DocIndex:
+        """The (possibly stale) index kept for a branch."""
+        with self._lock:
+            found = self._branches.get(branch)
+            if found is None:
+                found = self._branches[branch] = self._new()
+            return found
+
+    def head(self, branch: str, root: ChunkId) -> DocIndex:
+        """The branch's index, synced to ``root`` (its head)."""
+        index = self.index(branch)
+        index.sync(root)
+        return index
+
+    def past(self, branch: str, root: ChunkId) -> tuple[DocIndex, Overlay | None]:
+        """An index and overlay that together reflect ``root`` (any version)."""
+        index = self.index(branch)
+        with index.lock:
+            if index.root is None:
+                index.sync(self.repo.commit(self.repo.head(branch)).tree)
+            if index.root == root:
+                return index, None
+            assert index.root is not None
+            limit = max(OVERLAY_MIN, int(len(index) * OVERLAY_SHARE))
+            changes = []
+            for change in diff_trees(self.repo.nodes, index.root, root):
+                changes.append(change)
+                if len(changes) > limit:
+                    return self._temporary(root), None
+            stats = OverlayStats(index.keyword.stats)
+            overlay = Overlay(stats=stats)
+            for change in changes:
+                slot = index.slot_of.get(change.key)
+                if slot is not None:
+                    overlay.excluded.add(slot)
+                    if index.indexed[slot]:
+                        stats.add(index.keyword.counts(slot), -1)
+                if change.new is not None:
+                    doc = make_doc(change.key, change.new, self.fields)
+                    overlay.docs.append(doc)
+                    if doc.indexed:
+                        stats.add(Counter(doc.terms))
+            return index, overlay
+
+    def _temporary(self, root: ChunkId) -> DocIndex:
+        with self._lock:
+            found = self._temp.get(root)
+            if found is not None:
+                self._temp.move_to_end(root)
+                return found
+        index = self._new()
+        index.sync(root)
+        with self._lock:
+            self._temp[root] = index
+            while len(self._temp) > TEMP_INDEXES:
+                self._temp.popitem(last=False)
+        return index
+
+    def rebuild(self, branch: str, root: ChunkId) -> DocIndex:
+        """Drop the branch's index and build it again from ``root`` (``engram reindex``)."""
+        with self._lock:
+            self._branches[branch] = self._new()
+        return self.head(branch, root)

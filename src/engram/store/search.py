@@ -1,0 +1,263 @@
+"""Search execution: candidates, keyword and vector signals, fusion, ranking profiles, filters, paging.
+
+A search runs over one :class:`DocIndex` plus an optional overlay: the documents of a past version
+that differ from what the index reflects. Scores for overlay documents use the past version's
+corpus statistics, so a search in the past returns what an index built from that version would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from engram.errors import EmbedderError, InvalidInputError
+from engram.index import text as analysis
+from engram.index.docs import NEVER, Doc, DocIndex, confidence_of
+from engram.index.keyword import Stats, bm25
+from engram.store.filters import compile_filter, matches
+from engram.store.item import Item, SearchItem, SearchResults
+from engram.store.ranking import Profile, get_profile
+
+Mode = Literal["hybrid", "semantic", "keyword"]
+MODES = ("hybrid", "semantic", "keyword")
+#: Weight of the keyword signal in hybrid fusion (the vector signal gets the rest); see docs/search.md.
+KEYWORD_WEIGHT = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    """What to search (a validated ``SearchOp``)."""
+
+    namespace_prefix: tuple[str, ...]
+    query: str | None = None
+    filter: Mapping[str, Any] | None = None
+    limit: int = 10
+    offset: int = 0
+    mode: Mode | None = None
+    profile: str | Profile = "similarity"
+    explain: bool = False
+    min_score: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.limit, int) or self.limit < 0:
+            raise InvalidInputError(f"limit must be a non-negative integer, got {self.limit!r}")
+        if not isinstance(self.offset, int) or self.offset < 0:
+            raise InvalidInputError(f"offset must be a non-negative integer, got {self.offset!r}")
+        if self.mode is not None and self.mode not in MODES:
+            raise InvalidInputError(f"unknown search mode {self.mode!r}: use hybrid, semantic or keyword")
+        if self.query is not None and not isinstance(self.query, str):
+            raise InvalidInputError(f"query must be a string, got {type(self.query).__name__}")
+
+
+@dataclass(slots=True)
+class Overlay:
+    """Past versions to score instead of the index's slots ``excluded``, with the past corpus stats."""
+
+    excluded: set[int] = field(default_factory=set)
+    docs: list[Doc] = field(default_factory=list)
+    stats: Stats | None = None
+
+
+def _recency(updated: npt.NDArray[np.int64], now_ms: int, half_life_hours: float) -> npt.NDArray[np.float32]:
+    age_hours = np.maximum(now_ms - updated, 0) / 3_600_000.0
+    return np.asarray(np.power(0.5, age_hours / half_life_hours), dtype=np.float32)
+
+
+class _Corpus:
+    """Head slots and overlay documents side by side, as flat arrays."""
+
+    def __init__(self, index: DocIndex, overlay: Overlay | None, prefix: tuple[str, ...], now_ms: int) -> None:
+        self.index = index
+        self.extra = overlay.docs if overlay is not None else []
+        n = index.size
+        self.n = n
+        mask = index.namespace_mask(prefix) & (index.expires[:n] > now_ms)
+        if overlay is not None and overlay.excluded:
+            mask[list(overlay.excluded)] = False
+        extra_ok = [
+            d.namespace[: len(prefix)] == prefix and (d.record.expires_at is None or d.record.expires_at > now_ms)
+            for d in self.extra
+        ]
+        self.candidates = np.concatenate([mask, np.array(extra_ok, dtype=bool)])
+        self.indexed = np.concatenate([index.indexed[:n], np.array([d.indexed for d in self.extra], dtype=bool)])
+        self.updated = np.concatenate(
+            [index.updated[:n], np.array([d.record.updated_at for d in self.extra], dtype=np.int64)]
+        )
+        self.confidence = np.concatenate(
+            [index.confidence[:n], np.array([confidence_of(d.record.value) for d in self.extra], dtype=np.float32)]
+        )
+        self.stats = overlay.stats if overlay is not None and overlay.stats is not None else index.keyword.stats
+
+    def doc(self, i: int) -> Doc:
+        found = self.index.docs[i] if i < self.n else self.extra[i - self.n]
+        assert found is not None
+        return found
+
+    def keyword(self, terms: list[str]) -> npt.NDArray[np.float32]:
+        head = self.index.keyword.scores(terms, self.n, self.stats)
+        extra = np.zeros(len(self.extra), dtype=np.float32)
+        avgdl = self.stats.avgdl
+        for j, doc in enumerate(self.extra):
+            if not doc.indexed:
+                continue
+            length = np.array([len(doc.terms)], dtype=np.float32)
+            counts = {t: doc.terms.count(t) for t in dict.fromkeys(terms)}
+            for term, tf in counts.items():
+                if tf:
+                    extra[j] += bm25(np.array([tf], dtype=np.float32), length, self.stats.idf(term), avgdl)[0]
+        return np.concatenate([head, extra])
+
+    def cosine(self, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        vectors = self.index.vectors
+        assert vectors is not None
+        head = vectors.scores(query, self.n)
+        head[~vectors.present[: self.n] if len(vectors.present) >= self.n else np.zeros(self.n, bool)] = 0
+        texts = [d.text for d in self.extra if d.indexed]
+        found = iter(self.index.vectors_for(texts)) if texts else iter(())
+        extra = np.array([float(next(found) @ query) if d.indexed else 0.0 for d in self.extra], dtype=np.float32)
+        return np.concatenate([head, extra])
+
+
+def execute(index: DocIndex, request: SearchRequest, now_ms: int, overlay: Overlay | None = None) -> SearchResults:
+    """Run a search against an index (and overlay) at time ``now_ms``."""
+    compiled = compile_filter(request.filter)
+    with index.lock:
+        corpus = _Corpus(index, overlay, request.namespace_prefix, now_ms)
+        if request.query is None:
+            order = _listing_order(corpus, request.offset + request.limit)
+            items = _page(corpus, order, None, compiled, request)
+            return SearchResults(items, "list", request.mode or "list")
+        return _ranked(index, corpus, request, compiled, now_ms)
+
+
+def _listing_order(corpus: _Corpus, want: int) -> Iterator[int]:
+    return _best_first(corpus.updated.astype(np.float64), corpus.candidates, want, corpus)
+
+
+def _ranked(index: DocIndex, corpus: _Corpus, request: SearchRequest, compiled: Any, now_ms: int) -> SearchResults:
+    requested: str = request.mode or ("hybrid" if index.embedder is not None else "keyword")
+    mode, degraded = requested, None
+    qvec: npt.NDArray[np.float32] | None = None
+    if mode in ("hybrid", "semantic"):
+        try:
+            if index.embedder is None:
+                raise EmbedderError("no embedder is configured for this store")
+            if index.vector_error is not None:
+                raise EmbedderError(index.vector_error)
+            qvec = np.asarray(index.embedder.embed([request.query or ""])[0], dtype=np.float32)
+        except EmbedderError as exc:
+            if mode == "semantic":
+                raise
+            mode, degraded = "keyword", f"embedder unavailable, ran keyword search instead: {exc}"
+    cand = corpus.candidates & corpus.indexed
+    size = len(cand)
+    kw = corpus.keyword(analysis.terms(request.query or "")) if mode != "semantic" else np.zeros(size, np.float32)
+    cos = corpus.cosine(qvec) if qvec is not None else np.zeros(size, np.float32)
+    top_kw = float(kw[cand].max()) if cand.any() else 0.0
+    kw_norm = kw / top_kw if top_kw > 0 else kw
+    if mode == "keyword":
+        sim = kw_norm
+        cand = cand & (kw > 0)
+    elif mode == "semantic":
+        sim = np.clip(cos, 0.0, 1.0)
+    else:
+        sim = KEYWORD_WEIGHT * kw_norm + (1 - KEYWORD_WEIGHT) * np.clip(cos, 0.0, 1.0)
+    profile = get_profile(request.profile)
+    final = profile.similarity * sim
+    rec: npt.NDArray[np.float32] | None = None
+    if profile.confidence:
+        final = final + profile.confidence * corpus.confidence
+    if profile.recency:
+        rec = _recency(corpus.updated, now_ms, profile.half_life_hours)
+        final = final + profile.recency * rec
+    if request.min_score is not None:
+        cand = cand & (final >= request.min_score)
+    order = _best_first(final, cand, request.offset + request.limit, corpus)
+
+    def explain(i: int) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "mode": mode,
+            "profile": profile.name,
+            "weights": {"similarity": profile.similarity, "confidence": profile.confidence, "recency": profile.recency},
+            "similarity": float(sim[i]),
+            "confidence": float(corpus.confidence[i]),
+            "recency": float(rec[i])
+            if rec is not None
+            else float(_recency(corpus.updated[i : i + 1], now_ms, profile.half_life_hours)[0]),
+        }
+        if mode != "semantic":
+            out["bm25"] = float(kw[i])
+            out["bm25_normalized"] = float(kw_norm[i])
+        if qvec is not None:
+            out["cosine"] = float(cos[i])
+            assert index.embedder is not None
+            out["embedder"] = index.embedder.model_id
+        if mode == "hybrid":
+            out["keyword_weight"] = KEYWORD_WEIGHT
+        return out
+
+    items = _page(corpus, order, final, compiled, request, explain if request.explain else None)
+    return SearchResults(items, mode, requested, degraded)
+
+
+def _best_first(values: npt.NDArray[Any], cand: npt.NDArray[np.bool_], want: int, corpus: _Corpus) -> Iterator[int]:
+    """Candidate positions by descending value (ties by key): a generous head first, the rest only if needed."""
+    idx = np.flatnonzero(cand)
+    if not len(idx):
+        return
+    vals = values[idx]
+    take = min(len(idx), max(4 * want, 64))
+    if take < len(idx):
+        part = np.argpartition(-vals, take - 1)[:take]
+        cut = vals[part].min()
+        head, rest = np.flatnonzero(vals >= cut), np.flatnonzero(vals < cut)  # keep every tie at the cut
+    else:
+        head, rest = np.arange(len(idx)), np.array([], dtype=np.int64)
+    for group in (head, rest):
+        yield from sorted(idx[group].tolist(), key=lambda i: (-float(values[i]), corpus.doc(i).key))
+
+
+def _page(
+    corpus: _Corpus,
+    order: Iterator[int],
+    scores: npt.NDArray[np.float32] | None,
+    compiled: Any,
+    request: SearchRequest,
+    explain: Any = None,
+) -> list[SearchItem]:
+    out: list[SearchItem] = []
+    skipped = 0
+    for i in order:
+        doc = corpus.doc(i)
+        if compiled is not None and not matches(compiled, doc.record.value):
+            continue
+        if skipped < request.offset:
+            skipped += 1
+            continue
+        if len(out) >= request.limit:
+            break
+        out.append(_search_item(doc, None if scores is None else float(scores[i]), explain(i) if explain else None))
+    return out
+
+
+def _search_item(doc: Doc, score: float | None, explain: dict[str, Any] | None) -> SearchItem:
+    base = Item.from_record(doc.namespace, doc.item_key, doc.record)
+    return SearchItem(
+        namespace=base.namespace,
+        key=base.key,
+        value=base.value,
+        created_at=base.created_at,
+        updated_at=base.updated_at,
+        expires_at=base.expires_at,
+        author=base.author,
+        sources=base.sources,
+        score=score,
+        explain=explain,
+    )
+
+
+__all__ = ["KEYWORD_WEIGHT", "NEVER", "Overlay", "SearchRequest", "execute"]
