@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from engram.backends import LruChunkStore, MemoryChunkStore, MemoryRefStore, open_sqlite
+from engram.embed import Embedder, embedder_from_spec
 from engram.errors import ConfigError
 from engram.index.cache import MemoryVectorCache, SqliteVectorCache, VectorCache
 from engram.repo import Repository
+from engram.store.indexing import IndexPool
 from engram.store.memory import Memory
 
 #: Where ``engram.open()`` keeps the embedded store.
@@ -21,18 +24,13 @@ def open_repository(url: str | None = None) -> Repository:
 
 
 def _open(url: str | None) -> tuple[Repository, VectorCache]:
-    """Open the repository behind a store URL, and its vector cache.
-
-    ``None``: the embedded default, ``./.engram/engram.db``. ``":memory:"``: in memory, gone on exit.
-    ``sqlite:///path/file.db`` or a path: a SQLite file (a directory path holds ``engram.db``).
-    """
+    """Open the repository behind a store URL, and its vector cache."""
     cache: VectorCache
     if url == ":memory:":
         repo = Repository(MemoryChunkStore(), MemoryRefStore())
         cache = MemoryVectorCache()
     else:
-        path = _sqlite_path(url)
-        chunks, refs = open_sqlite(path)
+        chunks, refs = open_sqlite(_sqlite_path(url))
         repo = Repository(LruChunkStore(chunks), refs)
         cache = SqliteVectorCache(refs.db)
     repo.init()
@@ -57,11 +55,29 @@ def _sqlite_path(url: str | None) -> Path:
     return path
 
 
-def open(url: str | None = None, *, branch: str = "main", author: str = "engram") -> Memory:
+def open(
+    url: str | None = None,
+    *,
+    branch: str = "main",
+    author: str = "engram",
+    embedder: Embedder | str | None = "minilm",
+    index_fields: Sequence[str] = ("$",),
+) -> Memory:
     """Open a memory store and return a :class:`Memory` handle on ``branch``.
 
+    Args:
+        url: ``None`` (``./.engram``), ``":memory:"``, ``sqlite:///path/file.db`` or a directory.
+        branch: the branch the handle reads and writes.
+        author: recorded on every commit the handle makes (overridable per write).
+        embedder: ``"minilm"`` (the offline default), ``"hashing"``, ``"openai:<model>@<base url>"``,
+            an :class:`~engram.embed.Embedder`, or ``None`` for keyword-only search.
+        index_fields: which parts of each value are searchable (LangGraph paths; ``$`` = all text).
+
     Examples:
-        >>> mem = engram.open(":memory:")
+        >>> mem = engram.open(":memory:", embedder="hashing")
         >>> mem.put(("users", "alice"), "prefs", {"theme": "dark"})
     """
-    return Memory(open_repository(url), branch=branch, author=author)
+    repo, cache = _open(url)
+    chosen = embedder_from_spec(embedder) if isinstance(embedder, str) else embedder
+    pool = IndexPool(repo, embedder=chosen, fields=index_fields, cache=cache)
+    return Memory(repo, branch=branch, author=author, pool=pool)

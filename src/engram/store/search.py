@@ -164,8 +164,10 @@ def _ranked(index: DocIndex, corpus: _Corpus, request: SearchRequest, compiled: 
         cand = cand & (kw > 0)
     elif mode == "semantic":
         sim = np.clip(cos, 0.0, 1.0)
+        cand = cand & (cos > 0)
     else:
         sim = KEYWORD_WEIGHT * kw_norm + (1 - KEYWORD_WEIGHT) * np.clip(cos, 0.0, 1.0)
+        cand = cand & ((kw > 0) | (cos > 0))
     profile = get_profile(request.profile)
     final = profile.similarity * sim
     rec: npt.NDArray[np.float32] | None = None
