@@ -72,7 +72,7 @@ def test_invalid_namespaces_raise_clear_errors(mem: Memory, namespace: object, e
 
 def test_invalid_key_and_value(mem: Memory) -> None:
     with pytest.raises(engram.InvalidKeyError):
-        mem.put(("n",), "", {"v": 1})
+        mem.put(("n",), None, {"v": 1})  # type: ignore[arg-type]
     with pytest.raises(engram.InvalidValueError, match="JSON object"):
         mem.put(("n",), "k", ["not", "a", "dict"])  # type: ignore[arg-type]
     assert mem.count() == 0

@@ -2,7 +2,8 @@
 
 from engram.store.connect import open, open_repository
 from engram.store.item import CommitDetails, Item, ItemChange, ItemConflict, Version
-from engram.store.memory import Memory, Transaction, View
+from engram.store.memory import Memory, Transaction
+from engram.store.view import View
 
 __all__ = [
     "CommitDetails",

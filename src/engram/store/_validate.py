@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engram.errors import InvalidKeyError, InvalidNamespaceError, InvalidValueError
+from engram.errors import InvalidInputError, InvalidKeyError, InvalidNamespaceError, InvalidValueError
 
 
 def namespace(ns: Sequence[str] | Any, *, allow_empty: bool = False) -> tuple[str, ...]:
@@ -30,14 +30,41 @@ def namespace(ns: Sequence[str] | Any, *, allow_empty: bool = False) -> tuple[st
 
 
 def key(k: Any) -> str:
-    """Check an item key."""
-    if not isinstance(k, str) or not k:
-        raise InvalidKeyError(f"an item key is a non-empty string, got {k!r}")
+    """Check an item key: a string (an int is converted, as LangGraph does)."""
+    if isinstance(k, int) and not isinstance(k, bool):
+        return str(k)
+    if not isinstance(k, str):
+        raise InvalidKeyError(f"an item key is a string, got {type(k).__name__} {k!r}")
     return k
+
+
+def index_fields(fields: Any) -> list[str]:
+    """Check an ``index=[...]`` list of field paths."""
+    from engram.index.paths import parse_path
+
+    if isinstance(fields, str) or not isinstance(fields, Sequence) or not all(isinstance(f, str) for f in fields):
+        raise InvalidInputError(
+            f"index is False, None or a list of field paths like ['text', 'tags[*]'], got {fields!r}"
+        )
+    for field in fields:
+        parse_path(field)
+    return list(fields)
+
+
+def ttl(minutes: Any) -> float:
+    """Check a TTL in minutes."""
+    if isinstance(minutes, bool) or not isinstance(minutes, int | float) or minutes <= 0:
+        raise InvalidInputError(f"ttl is a positive number of minutes (or None for no expiry), got {minutes!r}")
+    return float(minutes)
 
 
 def value(v: Any) -> dict[str, Any]:
     """Check an item value: a JSON object (dict with string keys)."""
+    if isinstance(v, Mapping) and not isinstance(v, dict):
+        v = dict(v)
     if not isinstance(v, dict):
         raise InvalidValueError(f"an item value is a JSON object (a dict), got {type(v).__name__}")
     return v
+
+
+__all__ = ["InvalidInputError", "index_fields", "key", "namespace", "ttl", "value"]

@@ -1,70 +1,77 @@
-"""The memory handle: items plus every versioning verb, on one branch per handle."""
+"""The memory handle: LangGraph's store operations, TTL, transactions, and (from a mixin) versioning.
+
+Every write call is one commit on the handle's branch; :meth:`Memory.batch` is the one seam the
+convenience methods (and the LangGraph adapter) are built on.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime, timedelta
+import threading
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal
 
 from engram import codec
 from engram.backends.base import now_ms
-from engram.errors import ConflictError, InvalidInputError, ReadOnlyError
 from engram.hashing import ChunkId
 from engram.index.docs import DocIndex
 from engram.objects import Commit, Record, decode_record, encode_record
-from engram.repo import FsckReport, GcReport, Repository
+from engram.repo import Repository
 from engram.store import _validate
 from engram.store.indexing import IndexPool
-from engram.store.item import CommitDetails, Item, ItemChange, ItemConflict, Version
+from engram.store.item import Item, SearchResults
+from engram.store.ops import NOT_PROVIDED, GetOp, ListNamespacesOp, Op, PutOp, SearchOp, TTLConfig
+from engram.store.ranking import Profile
 from engram.store.reader import Reader
-from engram.store.search import Overlay
-from engram.tree import Change, Conflict, Resolver, diff_trees, get
+from engram.store.search import Mode, Overlay
+from engram.store.versioning import Ref, Versioned
+from engram.tree import get
 
-Ref = str | datetime
-Strategy = Literal["fail", "ours", "theirs", "newest"] | Callable[[ItemConflict], "Item | dict[str, Any] | None"]
+MINUTE_MS = 60_000
+#: A read refreshes an item's expiry only once this share of its TTL has passed (keeps history quiet).
+REFRESH_SHARE = 0.1
 
 
-class View(Reader):
-    """A read-only view of the memory at one commit (``mem.at(ref)``), with every read method."""
+class _Snapshot(Reader):
+    """Reads at a fixed root (the state a batch's reads see)."""
 
-    def __init__(self, repo: Repository, commit: Commit, *, pool: IndexPool | None = None, branch: str = "main"):
-        self.repo = repo
-        self.commit = commit
-        self._pool = pool if pool is not None else IndexPool.for_repository(repo)
-        self._near = branch
+    def __init__(self, memory: Memory, root: ChunkId) -> None:
+        self.repo = memory.repo
+        self._memory = memory
+        self._fixed = root
 
     def _root(self) -> ChunkId:
-        return self.commit.tree
+        return self._fixed
 
     def _search_index(self) -> tuple[DocIndex, Overlay | None]:
-        return self._pool.past(self._near, self.commit.tree)
-
-    def put(self, *args: Any, **kwargs: Any) -> None:
-        """Views are read-only."""
-        raise ReadOnlyError(f"this is a read-only view of {self.commit.short_id}; write through the Memory handle")
-
-    delete = put
-
-    def __repr__(self) -> str:
-        return f"<View {self.commit.short_id} {self.commit.message!r}>"
+        return self._memory.pool.head(self._memory.branch, self._fixed), None
 
 
-class Memory(Reader):
+class Memory(Reader, Versioned):
     """A handle on a memory store, reading and writing one branch (``main`` by default).
 
     Every write is one atomic commit; ``with mem.transaction(...)`` groups many writes into one.
     Two handles on the same store keep their own current branch.
     """
 
+    supports_ttl = True
+
     def __init__(
-        self, repo: Repository, *, branch: str = "main", author: str = "engram", pool: IndexPool | None = None
+        self,
+        repo: Repository,
+        *,
+        branch: str = "main",
+        author: str = "engram",
+        pool: IndexPool | None = None,
+        ttl: TTLConfig | None = None,
     ) -> None:
         self.repo = repo
         self.author = author
         repo.head(branch)
         self._branch = branch
         self.pool = pool if pool is not None else IndexPool.for_repository(repo)
+        self.ttl_config: TTLConfig = dict(ttl or {})  # type: ignore[assignment]
+        self._sweeper: tuple[threading.Thread, threading.Event] | None = None
 
     # ------------------------------------------------------------------ state
 
@@ -88,8 +95,15 @@ class Memory(Reader):
         """Rebuild this branch's search index from scratch (re-embedding what the cache lacks); return its size."""
         return len(self.pool.rebuild(self._branch, self._root()))
 
+    def handle(self, branch: str | None = None, *, author: str | None = None) -> Memory:
+        """Another handle on the same store (sharing its indexes), e.g. on another branch."""
+        return Memory(
+            self.repo, branch=branch or self._branch, author=author or self.author, pool=self.pool, ttl=self.ttl_config
+        )
+
     def close(self) -> None:
-        """Close the underlying stores."""
+        """Stop the TTL sweeper and close the underlying stores."""
+        self.stop_ttl_sweeper()
         self.repo.chunks.close()
         self.repo.refs.close()
 
@@ -99,40 +113,205 @@ class Memory(Reader):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # ----------------------------------------------------------------- writes
+    # ------------------------------------------------------------------ reads
 
-    def _record(self, root: ChunkId, key: bytes, value: dict[str, Any], author: str, sources: Sequence[str]) -> bytes:
-        old = get(self.repo.nodes, root, key)
-        stamp = now_ms()
-        created = stamp if old is None else decode_record(old).created_at
-        return encode_record(Record(value, created, stamp, None, author, tuple(sources)))
+    def get(self, namespace: Sequence[str], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
+        """The item at (namespace, key), or None; reading refreshes its TTL (see ``refresh_ttl``)."""
+        return self.batch([GetOp(tuple(namespace), key, refresh_ttl)])[0]  # type: ignore[no-any-return]
+
+    def search(
+        self,
+        namespace_prefix: Sequence[str] = (),
+        /,
+        query: str | None = None,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        mode: Mode | None = None,
+        profile: str | Profile = "similarity",
+        explain: bool = False,
+        min_score: float | None = None,
+        refresh_ttl: bool | None = None,
+        at: Ref | None = None,
+    ) -> SearchResults:
+        """Search this branch's head, or the version ``at`` names (see :meth:`Reader.search`)."""
+        if at is not None:
+            return self.at(at).search(
+                namespace_prefix, query, filter=filter, limit=limit, offset=offset, mode=mode, profile=profile,
+                explain=explain, min_score=min_score,
+            )  # fmt: skip
+        op = SearchOp(
+            tuple(namespace_prefix), query, filter, limit, offset, mode, profile, explain, min_score, refresh_ttl
+        )
+        return self.batch([op])[0]  # type: ignore[no-any-return]
+
+    # ----------------------------------------------------------------- writes
 
     def put(
         self,
         namespace: Sequence[str],
         key: str,
-        value: dict[str, Any],
+        value: Mapping[str, Any],
+        index: Literal[False] | Sequence[str] | None = None,
         *,
+        ttl: float | None = NOT_PROVIDED,
         author: str | None = None,
         sources: Sequence[str] = (),
         message: str | None = None,
     ) -> Commit:
-        """Store (or replace) an item as one commit; return the commit."""
-        ns, k, v = _validate.namespace(namespace), _validate.key(key), _validate.value(value)
-        who = author or self.author
-        raw = codec.encode_key(ns, k)
-        record = self._record(self._root(), raw, v, who, sources)
-        text = message or f"put {'/'.join(ns)}/{k}"
-        return self.repo.commit_edits(self._branch, {raw: record}, author=who, message=text)
+        """Store (or replace) an item as one commit; return the commit.
+
+        ``index=False`` keeps the item out of query matches (still gettable and listed); a list of
+        field paths chooses what is searchable. ``ttl`` is in minutes (None: never expires).
+        """
+        op = PutOp(_validate.namespace(namespace), key, value, index, ttl, tuple(sources))
+        return self._write([op], author, message)
 
     def delete(
         self, namespace: Sequence[str], key: str, *, author: str | None = None, message: str | None = None
     ) -> Commit:
         """Delete an item as one commit (deleting a missing item changes nothing)."""
-        ns, k = _validate.namespace(namespace), _validate.key(key)
+        return self._write([PutOp(_validate.namespace(namespace), key, None)], author, message)
+
+    def batch(self, ops: Iterable[Op], *, author: str | None = None, message: str | None = None) -> list[Any]:
+        """Run operations with LangGraph's semantics; results in input order.
+
+        Reads see the state before the batch; writes are de-duplicated by (namespace, key), the last
+        one winning, and committed together as one commit (with any TTL refreshes the reads caused).
+        """
+        ops = list(ops)
+        root = self._root()
+        snapshot = _Snapshot(self, root)
+        now = now_ms()
+        results: list[Any] = [None] * len(ops)
+        writes: dict[bytes, PutOp] = {}
+        touched: dict[bytes, Record] = {}
+        for i, op in enumerate(ops):
+            if isinstance(op, PutOp):
+                ns = _validate.namespace(op.namespace)
+                writes[codec.encode_key(ns, _validate.key(op.key))] = op
+            elif isinstance(op, GetOp):
+                found = snapshot.lookup(op.namespace, op.key, now)
+                if found is not None:
+                    raw, record = found
+                    results[i] = Item.from_record(tuple(op.namespace), str(op.key), record)
+                    if self._refreshes(op.refresh_ttl):
+                        touched[raw] = record
+            elif isinstance(op, SearchOp):
+                results[i] = found_items = snapshot.search(
+                    op.namespace_prefix, op.query, filter=op.filter, limit=op.limit, offset=op.offset, mode=op.mode,
+                    profile=op.profile, explain=op.explain, min_score=op.min_score,
+                )  # fmt: skip
+                if self._refreshes(op.refresh_ttl):
+                    for item in found_items:
+                        raw = codec.encode_key(item.namespace, item.key)
+                        data = get(self.repo.nodes, root, raw)
+                        if data is not None:
+                            touched[raw] = decode_record(data)
+            elif isinstance(op, ListNamespacesOp):
+                results[i] = snapshot.list_namespaces(
+                    prefix=op.prefix, suffix=op.suffix, max_depth=op.max_depth, limit=op.limit, offset=op.offset
+                )
+            else:
+                raise _validate.InvalidInputError(f"unknown operation {op!r}")
+        edits = self._refresh_edits(touched, now)
+        if writes:
+            edits.update(self._put_edits(root, writes, author or self.author, now))
+        if edits:
+            text = message or _describe(writes) or "ttl: refresh on read"
+            self.repo.commit_edits(self._branch, edits, author=author or self.author, message=text)
+        return results
+
+    def _write(self, ops: list[PutOp], author: str | None, message: str | None) -> Commit:
         who = author or self.author
-        text = message or f"delete {'/'.join(ns)}/{k}"
-        return self.repo.commit_edits(self._branch, {codec.encode_key(ns, k): None}, author=who, message=text)
+        root = self._root()
+        writes = {codec.encode_key(_validate.namespace(op.namespace), _validate.key(op.key)): op for op in ops}
+        edits = self._put_edits(root, writes, who, now_ms())
+        return self.repo.commit_edits(self._branch, edits, author=who, message=message or _describe(writes))
+
+    def _put_edits(
+        self, root: ChunkId, writes: Mapping[bytes, PutOp], author: str, now: int
+    ) -> dict[bytes, bytes | None]:
+        edits: dict[bytes, bytes | None] = {}
+        for raw, op in writes.items():
+            if op.value is None:
+                edits[raw] = None
+                continue
+            old = get(self.repo.nodes, root, raw)
+            created = now if old is None else decode_record(old).created_at
+            edits[raw] = encode_record(self.make_record(op, created, now, author))
+        return edits
+
+    def make_record(self, op: PutOp, created: int, now: int, author: str) -> Record:
+        """The record a put stores: value, timestamps, TTL, index settings and provenance."""
+        value = dict(_validate.value(op.value))
+        ttl = self.ttl_config.get("default_ttl") if op.ttl is NOT_PROVIDED else op.ttl
+        extra: dict[str, Any] = {}
+        if op.index is not None:
+            extra["index"] = False if op.index is False else _validate.index_fields(op.index)
+        if ttl is not None:
+            extra["ttl"] = _validate.ttl(ttl)
+        expires = None if ttl is None else now + int(ttl * MINUTE_MS)
+        return Record(value, created, now, expires, author, tuple(op.sources), extra)
+
+    # -------------------------------------------------------------------- TTL
+
+    def _refreshes(self, asked: bool | None) -> bool:
+        return asked if asked is not None else self.ttl_config.get("refresh_on_read", True)
+
+    def _refresh_edits(self, touched: Mapping[bytes, Record], now: int) -> dict[bytes, bytes | None]:
+        edits: dict[bytes, bytes | None] = {}
+        for raw, record in touched.items():
+            minutes = record.extra.get("ttl")
+            if minutes is None or record.expires_at is None:
+                continue
+            target = now + int(minutes * MINUTE_MS)
+            if target - record.expires_at >= REFRESH_SHARE * minutes * MINUTE_MS:
+                refreshed = Record(record.value, record.created_at, record.updated_at, target, record.author,
+                                   record.sources, record.extra)  # fmt: skip
+                edits[raw] = encode_record(refreshed)
+        return edits
+
+    def sweep_expired(self) -> int:
+        """Delete every expired item in one commit; return how many."""
+        index = self.pool.head(self._branch, self._root())
+        now = now_ms()
+        with index.lock:
+            size = index.size
+            expired = [index.docs[s] for s in (index.expires[:size] <= now).nonzero()[0] if index.alive[s]]
+        keys = {doc.key: None for doc in expired if doc is not None}
+        if keys:
+            self.repo.commit_edits(self._branch, keys, author=self.author, message=f"ttl: sweep {len(keys)} expired")
+        return len(keys)
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> threading.Event:
+        """Sweep expired items every interval (default: the TTL config's, else 5 minutes) in a thread."""
+        if self._sweeper is not None and self._sweeper[0].is_alive():
+            return self._sweeper[1]
+        minutes = sweep_interval_minutes or self.ttl_config.get("sweep_interval_minutes") or 5
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.wait(minutes * 60):
+                self.sweep_expired()
+
+        thread = threading.Thread(target=loop, name="engram-ttl-sweeper", daemon=True)
+        thread.start()
+        self._sweeper = (thread, stop)
+        return stop
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper thread; True when it is not running any more."""
+        if self._sweeper is None:
+            return True
+        thread, stop = self._sweeper
+        stop.set()
+        thread.join(timeout)
+        self._sweeper = None
+        return not thread.is_alive()
+
+    # ----------------------------------------------------------- transactions
 
     def transaction(
         self, message: str = "transaction", *, author: str | None = None, metadata: dict[str, Any] | None = None
@@ -140,136 +319,16 @@ class Memory(Reader):
         """Group writes into one commit: ``with mem.transaction("import") as tx: tx.put(...)``."""
         return Transaction(self, message, author or self.author, metadata)
 
-    # ------------------------------------------------------------- versioning
 
-    def resolve(self, ref: Ref = "HEAD") -> Commit:
-        """The commit a ref expression names (``HEAD`` is this handle's branch head)."""
-        return self.repo.commit(self.repo.resolve(ref, self._branch))
-
-    def at(self, ref: Ref) -> View:
-        """A read-only view of the memory at a branch, tag, commit, ``HEAD~n``, ``main@{time}`` or datetime."""
-        return View(self.repo, self.resolve(ref), pool=self.pool, branch=self._branch)
-
-    def checkout(self, branch: str) -> None:
-        """Make this handle read and write ``branch`` (other handles are unaffected)."""
-        self.repo.head(branch)
-        self._branch = branch
-
-    def log(
-        self,
-        ref: Ref = "HEAD",
-        *,
-        namespace: Sequence[str] | None = None,
-        key: str | None = None,
-        limit: int | None = None,
-    ) -> list[Commit]:
-        """Commits reachable from ``ref``, newest first; optionally only those that touched a namespace
-        prefix, or one key (with ``namespace``)."""
-        bounds: tuple[bytes, bytes] | None = None
-        if key is not None:
-            raw = codec.encode_key(_validate.namespace(namespace or ()), _validate.key(key))
-            bounds = (raw, raw + b"\x00")
-        elif namespace is not None:
-            bounds = codec.prefix_range(_validate.namespace(namespace, allow_empty=True))
-        out: list[Commit] = []
-        for commit in self.repo.iter_log(self.repo.resolve(ref, self._branch)):
-            if bounds is not None and next(self.repo.changes(commit, *bounds), None) is None:
-                continue
-            out.append(commit)
-            if limit is not None and len(out) >= limit:
-                break
-        return out
-
-    def show(self, ref: Ref = "HEAD") -> CommitDetails:
-        """A commit and the item changes it made."""
-        commit = self.resolve(ref)
-        return CommitDetails(commit, [_item_change(c) for c in self.repo.changes(commit)])
-
-    def diff(self, old: Ref, new: Ref = "HEAD", *, namespace: Sequence[str] = ()) -> list[ItemChange]:
-        """Item changes from version ``old`` to version ``new``, optionally under a namespace prefix."""
-        return list(self.iter_diff(old, new, namespace=namespace))
-
-    def iter_diff(self, old: Ref, new: Ref = "HEAD", *, namespace: Sequence[str] = ()) -> Iterator[ItemChange]:
-        """Like :meth:`diff`, as a generator (cost grows with the change, not the store)."""
-        start, end = codec.prefix_range(_validate.namespace(namespace, allow_empty=True))
-        a, b = self.resolve(old).tree, self.resolve(new).tree
-        for change in diff_trees(self.repo.nodes, a, b, start, end):
-            yield _item_change(change)
-
-    def history(self, namespace: Sequence[str], key: str, ref: Ref = "HEAD") -> list[Version]:
-        """Every version of one item, newest first, each with the commit that made it (blame)."""
-        ns, k = _validate.namespace(namespace), _validate.key(key)
-        raw = codec.encode_key(ns, k)
-        versions: list[Version] = []
-        for commit in self.repo.iter_log(self.repo.resolve(ref, self._branch)):
-            now = get(self.repo.nodes, commit.tree, raw)
-            parent = get(self.repo.nodes, self.repo.commit(commit.parents[0]).tree, raw) if commit.parents else None
-            if now != parent:
-                item = None if now is None else Item.from_record(ns, k, decode_record(now))
-                versions.append(Version(commit, item))
-        return versions
-
-    def branches(self) -> dict[str, str]:
-        """Branch name -> head commit id (hex)."""
-        return {name: cid.hex() for name, cid in self.repo.branches().items()}
-
-    def create_branch(self, name: str, at: Ref = "HEAD") -> None:
-        """Create a branch at a version (this handle stays on its branch; use :meth:`checkout`)."""
-        self.repo.create_branch(name, self.repo.resolve(at, self._branch), self.author)
-
-    def delete_branch(self, name: str) -> None:
-        """Delete a branch."""
-        if name == self._branch:
-            raise ConflictError(f"cannot delete {name!r}: this handle has it checked out; checkout another first")
-        self.repo.delete_branch(name, self.author)
-
-    def tags(self) -> dict[str, str]:
-        """Tag name -> commit id (hex)."""
-        return {name: cid.hex() for name, cid in self.repo.tags().items()}
-
-    def tag(self, name: str, at: Ref = "HEAD") -> None:
-        """Name a version, e.g. ``mem.tag("checkpoint")``."""
-        self.repo.tag(name, self.repo.resolve(at, self._branch), self.author)
-
-    def delete_tag(self, name: str) -> None:
-        """Delete a tag."""
-        self.repo.delete_tag(name, self.author)
-
-    def merge(self, source: Ref, *, strategy: Strategy = "fail", message: str | None = None) -> Commit:
-        """Merge a branch or version into this handle's branch with a two-parent merge commit.
-
-        ``strategy`` decides items both sides changed differently: ``fail`` (raise
-        :class:`MergeConflictError` with the conflicts, write nothing), ``ours``, ``theirs``, ``newest``
-        (later ``updated_at``; a modification beats a deletion), or a function of an
-        :class:`ItemConflict` returning the Item to keep, a new value dict, or None to delete.
-        """
-        source_id = self.repo.resolve(source, self._branch)
-        text = message or f"merge {source if isinstance(source, str) else source_id.hex()[:10]} into {self._branch}"
-        commit, _ = self.repo.merge(
-            source_id, self._branch, resolve=_resolver(strategy, self.author), author=self.author, message=text
-        )
-        return commit
-
-    def revert(self, ref: Ref, *, strategy: Strategy = "fail") -> Commit:
-        """Undo what one commit changed, with a new commit on this branch."""
-        target = self.repo.resolve(ref, self._branch)
-        return self.repo.revert(target, self._branch, resolve=_resolver(strategy, self.author), author=self.author)
-
-    def reset(self, ref: Ref) -> None:
-        """Move this branch to a version (the old head stays reachable through the reflog)."""
-        self.repo.reset(self._branch, self.repo.resolve(ref, self._branch), self.author)
-
-    def gc(self, keep_reflog: timedelta | None = None, *, grace: timedelta = timedelta(minutes=10)) -> GcReport:
-        """Delete chunks no ref or reflog entry reaches; ``keep_reflog`` first prunes older reflog entries.
-
-        Chunks written within ``grace`` are kept (a concurrent writer may not have moved its branch yet).
-        """
-        keep = None if keep_reflog is None else int(keep_reflog.total_seconds() * 1000)
-        return self.repo.gc(keep, grace_ms=int(grace.total_seconds() * 1000))
-
-    def fsck(self) -> FsckReport:
-        """Verify every chunk reachable from refs and the reflog is present and hashes right."""
-        return self.repo.fsck()
+def _describe(writes: Mapping[bytes, PutOp]) -> str:
+    if len(writes) == 1:
+        op = next(iter(writes.values()))
+        verb = "delete" if op.value is None else "put"
+        return f"{verb} {'/'.join(op.namespace)}/{op.key}"
+    if not writes:
+        return ""
+    deletes = sum(1 for op in writes.values() if op.value is None)
+    return f"batch: {len(writes) - deletes} put(s), {deletes} delete(s)"
 
 
 class Transaction:
@@ -288,16 +347,25 @@ class Transaction:
         self.edits: dict[bytes, bytes | None] = {}
         self.commit: Commit | None = None
 
-    def put(self, namespace: Sequence[str], key: str, value: dict[str, Any], *, sources: Sequence[str] = ()) -> None:
+    def put(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        value: Mapping[str, Any],
+        index: Literal[False] | Sequence[str] | None = None,
+        *,
+        ttl: float | None = NOT_PROVIDED,
+        sources: Sequence[str] = (),
+    ) -> None:
         """Buffer a put."""
-        ns, k, v = _validate.namespace(namespace), _validate.key(key), _validate.value(value)
+        ns, k = _validate.namespace(namespace), _validate.key(key)
         raw = codec.encode_key(ns, k)
-        old = self.edits.get(raw)
-        if old is not None:
-            record = decode_record(old)
-            self.edits[raw] = encode_record(Record(v, record.created_at, now_ms(), None, self.author, tuple(sources)))
-        else:
-            self.edits[raw] = self.memory._record(self.base.tree, raw, v, self.author, sources)
+        buffered = self.edits.get(raw)
+        base = get(self.memory.repo.nodes, self.base.tree, raw) if buffered is None else buffered
+        now = now_ms()
+        created = now if base is None else decode_record(base).created_at
+        op = PutOp(ns, k, value, index, ttl, tuple(sources))
+        self.edits[raw] = encode_record(self.memory.make_record(op, created, now, self.author))
 
     def delete(self, namespace: Sequence[str], key: str) -> None:
         """Buffer a delete."""
@@ -324,56 +392,3 @@ class Transaction:
                 base=self.base.id,
                 strict=True,
             )
-
-
-def _item(raw: bytes, data: bytes | None) -> Item | None:
-    if data is None:
-        return None
-    ns, key = codec.decode_key(raw)
-    return Item.from_record(ns, key, decode_record(data))
-
-
-def _item_change(change: Change) -> ItemChange:
-    ns, key = codec.decode_key(change.key)
-    return ItemChange(ns, key, _item(change.key, change.old), _item(change.key, change.new))
-
-
-def _resolver(strategy: Strategy, author: str) -> Resolver | None:
-    """Turn a merge strategy into a byte-level conflict resolver (None = fail on conflicts)."""
-    if strategy == "fail":
-        return None
-    if strategy == "ours":
-        return lambda c: c.ours
-    if strategy == "theirs":
-        return lambda c: c.theirs
-    if strategy == "newest":
-        return _newest
-    if callable(strategy):
-        return _custom(strategy, author)
-    raise InvalidInputError(f"unknown merge strategy {strategy!r}: use fail, ours, theirs, newest or a function")
-
-
-def _newest(conflict: Conflict) -> bytes | None:
-    if conflict.ours is None or conflict.theirs is None:
-        return conflict.ours if conflict.theirs is None else conflict.theirs  # keep the modification
-    ours, theirs = decode_record(conflict.ours), decode_record(conflict.theirs)
-    return conflict.theirs if theirs.updated_at > ours.updated_at else conflict.ours
-
-
-def _custom(decide: Callable[[ItemConflict], Item | dict[str, Any] | None], author: str) -> Resolver:
-    def resolve(conflict: Conflict) -> bytes | None:
-        ns, key = codec.decode_key(conflict.key)
-        sides = [_item(conflict.key, data) for data in (conflict.base, conflict.ours, conflict.theirs)]
-        chosen = decide(ItemConflict(ns, key, *sides))
-        if chosen is None:
-            return None
-        for item, data in zip(sides, (conflict.base, conflict.ours, conflict.theirs), strict=True):
-            if chosen is item:
-                return data
-        value = _validate.value(chosen.value if isinstance(chosen, Item) else chosen)
-        created = min((i.created_at for i in sides if i is not None), default=None)
-        stamp = now_ms()
-        created_ms = stamp if created is None else int(created.timestamp() * 1000)
-        return encode_record(Record(value, created_ms, stamp, None, author))
-
-    return resolve

@@ -9,7 +9,7 @@ from engram import codec
 from engram.backends.base import now_ms
 from engram.hashing import ChunkId
 from engram.index.docs import DocIndex
-from engram.objects import decode_record
+from engram.objects import Record, decode_record
 from engram.repo import Repository
 from engram.store import _validate
 from engram.store.item import Item, SearchResults
@@ -65,11 +65,22 @@ class Reader:
         index, overlay = self._search_index()
         return execute(index, request, now_ms(), overlay)
 
-    def get(self, namespace: Sequence[str], key: str) -> Item | None:
-        """The item at (namespace, key), or None."""
+    def lookup(self, namespace: Sequence[str], key: str, now: int | None = None) -> tuple[bytes, Record] | None:
+        """The entry key and record at (namespace, key), unless absent or expired at ``now``."""
         ns = _validate.namespace(namespace)
-        data = get(self.repo.nodes, self._root(), codec.encode_key(ns, _validate.key(key)))
-        return None if data is None else Item.from_record(ns, key, decode_record(data))
+        raw = codec.encode_key(ns, _validate.key(key))
+        data = get(self.repo.nodes, self._root(), raw)
+        if data is None:
+            return None
+        record = decode_record(data)
+        if record.expires_at is not None and record.expires_at <= (now_ms() if now is None else now):
+            return None
+        return raw, record
+
+    def get(self, namespace: Sequence[str], key: str) -> Item | None:
+        """The item at (namespace, key), or None (also when it has expired)."""
+        found = self.lookup(namespace, key)
+        return None if found is None else Item.from_record(tuple(namespace), str(key), found[1])
 
     def iter_items(self, namespace_prefix: Sequence[str] = ()) -> Iterator[Item]:
         """Yield every item in a namespace and its sub-namespaces, in key order."""

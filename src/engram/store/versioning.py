@@ -1,0 +1,218 @@
+"""Versioning verbs of a memory handle: refs, log, show, diff, history, branches, tags, merge, revert, reset.
+
+A mixin for :class:`~engram.store.Memory`: it needs ``repo``, ``author``, ``pool`` and the handle's
+current branch (``_branch``). Each verb is one call into :mod:`engram.repo`, translated to items.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from engram import codec
+from engram.backends.base import now_ms
+from engram.errors import ConflictError, InvalidInputError
+from engram.objects import Commit, Record, decode_record, encode_record
+from engram.repo import FsckReport, GcReport, Repository
+from engram.store import _validate
+from engram.store.item import CommitDetails, Item, ItemChange, ItemConflict, Version
+from engram.store.view import View
+from engram.tree import Change, Conflict, Resolver, diff_trees, get
+
+if TYPE_CHECKING:
+    from engram.store.indexing import IndexPool
+
+Ref = str | datetime
+Strategy = Literal["fail", "ours", "theirs", "newest"] | Callable[[ItemConflict], "Item | dict[str, Any] | None"]
+
+
+class Versioned:
+    """The versioning verbs, on the handle's branch."""
+
+    repo: Repository
+    author: str
+    pool: IndexPool
+    _branch: str
+
+    def resolve(self, ref: Ref = "HEAD") -> Commit:
+        """The commit a ref expression names (``HEAD`` is this handle's branch head)."""
+        return self.repo.commit(self.repo.resolve(ref, self._branch))
+
+    def at(self, ref: Ref) -> View:
+        """A read-only view of the memory at a branch, tag, commit, ``HEAD~n``, ``main@{time}`` or datetime."""
+        return View(self.repo, self.resolve(ref), pool=self.pool, branch=self._branch)
+
+    def checkout(self, branch: str) -> None:
+        """Make this handle read and write ``branch`` (other handles are unaffected)."""
+        self.repo.head(branch)
+        self._branch = branch
+
+    def log(
+        self,
+        ref: Ref = "HEAD",
+        *,
+        namespace: Sequence[str] | None = None,
+        key: str | None = None,
+        limit: int | None = None,
+    ) -> list[Commit]:
+        """Commits reachable from ``ref``, newest first; optionally only those that touched a namespace
+        prefix, or one key (with ``namespace``)."""
+        bounds: tuple[bytes, bytes] | None = None
+        if key is not None:
+            raw = codec.encode_key(_validate.namespace(namespace or ()), _validate.key(key))
+            bounds = (raw, raw + b"\x00")
+        elif namespace is not None:
+            bounds = codec.prefix_range(_validate.namespace(namespace, allow_empty=True))
+        out: list[Commit] = []
+        for commit in self.repo.iter_log(self.repo.resolve(ref, self._branch)):
+            if bounds is not None and next(self.repo.changes(commit, *bounds), None) is None:
+                continue
+            out.append(commit)
+            if limit is not None and len(out) >= limit:
+                break
+        return out
+
+    def show(self, ref: Ref = "HEAD") -> CommitDetails:
+        """A commit and the item changes it made."""
+        commit = self.resolve(ref)
+        return CommitDetails(commit, [_item_change(c) for c in self.repo.changes(commit)])
+
+    def diff(self, old: Ref, new: Ref = "HEAD", *, namespace: Sequence[str] = ()) -> list[ItemChange]:
+        """Item changes from version ``old`` to version ``new``, optionally under a namespace prefix."""
+        return list(self.iter_diff(old, new, namespace=namespace))
+
+    def iter_diff(self, old: Ref, new: Ref = "HEAD", *, namespace: Sequence[str] = ()) -> Iterator[ItemChange]:
+        """Like :meth:`diff`, as a generator (cost grows with the change, not the store)."""
+        start, end = codec.prefix_range(_validate.namespace(namespace, allow_empty=True))
+        a, b = self.resolve(old).tree, self.resolve(new).tree
+        for change in diff_trees(self.repo.nodes, a, b, start, end):
+            yield _item_change(change)
+
+    def history(self, namespace: Sequence[str], key: str, ref: Ref = "HEAD") -> list[Version]:
+        """Every version of one item, newest first, each with the commit that made it (blame)."""
+        ns, k = _validate.namespace(namespace), _validate.key(key)
+        raw = codec.encode_key(ns, k)
+        versions: list[Version] = []
+        for commit in self.repo.iter_log(self.repo.resolve(ref, self._branch)):
+            now = get(self.repo.nodes, commit.tree, raw)
+            parent = get(self.repo.nodes, self.repo.commit(commit.parents[0]).tree, raw) if commit.parents else None
+            if now != parent:
+                item = None if now is None else Item.from_record(ns, k, decode_record(now))
+                versions.append(Version(commit, item))
+        return versions
+
+    def branches(self) -> dict[str, str]:
+        """Branch name -> head commit id (hex)."""
+        return {name: cid.hex() for name, cid in self.repo.branches().items()}
+
+    def create_branch(self, name: str, at: Ref = "HEAD") -> None:
+        """Create a branch at a version (this handle stays on its branch; use :meth:`checkout`)."""
+        self.repo.create_branch(name, self.repo.resolve(at, self._branch), self.author)
+
+    def delete_branch(self, name: str) -> None:
+        """Delete a branch."""
+        if name == self._branch:
+            raise ConflictError(f"cannot delete {name!r}: this handle has it checked out; checkout another first")
+        self.repo.delete_branch(name, self.author)
+
+    def tags(self) -> dict[str, str]:
+        """Tag name -> commit id (hex)."""
+        return {name: cid.hex() for name, cid in self.repo.tags().items()}
+
+    def tag(self, name: str, at: Ref = "HEAD") -> None:
+        """Name a version, e.g. ``mem.tag("checkpoint")``."""
+        self.repo.tag(name, self.repo.resolve(at, self._branch), self.author)
+
+    def delete_tag(self, name: str) -> None:
+        """Delete a tag."""
+        self.repo.delete_tag(name, self.author)
+
+    def merge(self, source: Ref, *, strategy: Strategy = "fail", message: str | None = None) -> Commit:
+        """Merge a branch or version into this handle's branch with a two-parent merge commit.
+
+        ``strategy`` decides items both sides changed differently: ``fail`` (raise
+        :class:`MergeConflictError` with the conflicts, write nothing), ``ours``, ``theirs``, ``newest``
+        (later ``updated_at``; a modification beats a deletion), or a function of an
+        :class:`ItemConflict` returning the Item to keep, a new value dict, or None to delete.
+        """
+        source_id = self.repo.resolve(source, self._branch)
+        text = message or f"merge {source if isinstance(source, str) else source_id.hex()[:10]} into {self._branch}"
+        commit, _ = self.repo.merge(
+            source_id, self._branch, resolve=_resolver(strategy, self.author), author=self.author, message=text
+        )
+        return commit
+
+    def revert(self, ref: Ref, *, strategy: Strategy = "fail") -> Commit:
+        """Undo what one commit changed, with a new commit on this branch."""
+        target = self.repo.resolve(ref, self._branch)
+        return self.repo.revert(target, self._branch, resolve=_resolver(strategy, self.author), author=self.author)
+
+    def reset(self, ref: Ref) -> None:
+        """Move this branch to a version (the old head stays reachable through the reflog)."""
+        self.repo.reset(self._branch, self.repo.resolve(ref, self._branch), self.author)
+
+    def gc(self, keep_reflog: timedelta | None = None, *, grace: timedelta = timedelta(minutes=10)) -> GcReport:
+        """Delete chunks no ref or reflog entry reaches; ``keep_reflog`` first prunes older reflog entries.
+
+        Chunks written within ``grace`` are kept (a concurrent writer may not have moved its branch yet).
+        """
+        keep = None if keep_reflog is None else int(keep_reflog.total_seconds() * 1000)
+        return self.repo.gc(keep, grace_ms=int(grace.total_seconds() * 1000))
+
+    def fsck(self) -> FsckReport:
+        """Verify every chunk reachable from refs and the reflog is present and hashes right."""
+        return self.repo.fsck()
+
+
+def _item(raw: bytes, data: bytes | None) -> Item | None:
+    if data is None:
+        return None
+    ns, key = codec.decode_key(raw)
+    return Item.from_record(ns, key, decode_record(data))
+
+
+def _item_change(change: Change) -> ItemChange:
+    ns, key = codec.decode_key(change.key)
+    return ItemChange(ns, key, _item(change.key, change.old), _item(change.key, change.new))
+
+
+def _resolver(strategy: Strategy, author: str) -> Resolver | None:
+    """Turn a merge strategy into a byte-level conflict resolver (None = fail on conflicts)."""
+    if strategy == "fail":
+        return None
+    if strategy == "ours":
+        return lambda c: c.ours
+    if strategy == "theirs":
+        return lambda c: c.theirs
+    if strategy == "newest":
+        return _newest
+    if callable(strategy):
+        return _custom(strategy, author)
+    raise InvalidInputError(f"unknown merge strategy {strategy!r}: use fail, ours, theirs, newest or a function")
+
+
+def _newest(conflict: Conflict) -> bytes | None:
+    if conflict.ours is None or conflict.theirs is None:
+        return conflict.ours if conflict.theirs is None else conflict.theirs  # keep the modification
+    ours, theirs = decode_record(conflict.ours), decode_record(conflict.theirs)
+    return conflict.theirs if theirs.updated_at > ours.updated_at else conflict.ours
+
+
+def _custom(decide: Callable[[ItemConflict], Item | dict[str, Any] | None], author: str) -> Resolver:
+    def resolve(conflict: Conflict) -> bytes | None:
+        ns, key = codec.decode_key(conflict.key)
+        sides = [_item(conflict.key, data) for data in (conflict.base, conflict.ours, conflict.theirs)]
+        chosen = decide(ItemConflict(ns, key, *sides))
+        if chosen is None:
+            return None
+        for item, data in zip(sides, (conflict.base, conflict.ours, conflict.theirs), strict=True):
+            if chosen is item:
+                return data
+        value = _validate.value(chosen.value if isinstance(chosen, Item) else chosen)
+        created = min((i.created_at for i in sides if i is not None), default=None)
+        stamp = now_ms()
+        created_ms = stamp if created is None else int(created.timestamp() * 1000)
+        return encode_record(Record(value, created_ms, stamp, None, author))
+
+    return resolve
