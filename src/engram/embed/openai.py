@@ -36,7 +36,8 @@ class OpenAIEmbedder:
         api_key: sent as a bearer token when given.
         timeout: seconds for each request.
         dim: the expected vector length; when None it is learned from the first answer (reading
-            :attr:`dim` first sends a one-text request).
+            :attr:`dim` before that sends a one-text request, and so does ``isinstance(x, Embedder)``
+            on Python 3.11, which reads every protocol member).
         batch_size: texts per request.
         client: an ``httpx.Client`` to send with (its transport, proxies, TLS); it is not closed here.
         retries: further tries after a failed one.
@@ -61,6 +62,10 @@ class OpenAIEmbedder:
         backoff: float = 0.5,
     ) -> None:
         parts = urlsplit(base_url)
+        try:
+            port = parts.port
+        except ValueError as exc:
+            raise ConfigError(f"base_url has a bad port: {base_url!r}") from exc
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"base_url must be an http(s) URL, got {base_url!r}")
         if not model:
@@ -81,7 +86,7 @@ class OpenAIEmbedder:
         self._backoff = backoff
         self._owns_client = client is None
         self._client = client if client is not None else httpx.Client(timeout=timeout)
-        host = parts.hostname + (f":{parts.port}" if parts.port else "")
+        host = parts.hostname + (f":{port}" if port else "")
         self._model_id = f"openai:{model}@{host}"
 
     @property
