@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from engram.embed import Embedder, embedder_from_spec
 from engram.errors import ConfigError
 from engram.index.cache import MemoryVectorCache, SqliteVectorCache, VectorCache
 from engram.repo import Repository
+from engram.store.aio import AsyncMemory
 from engram.store.indexing import IndexPool
 from engram.store.memory import Memory
 
@@ -81,3 +83,18 @@ def open(
     chosen = embedder_from_spec(embedder) if isinstance(embedder, str) else embedder
     pool = IndexPool(repo, embedder=chosen, fields=index_fields, cache=cache)
     return Memory(repo, branch=branch, author=author, pool=pool)
+
+
+async def aopen(
+    url: str | None = None,
+    *,
+    branch: str = "main",
+    author: str = "engram",
+    embedder: Embedder | str | None = "minilm",
+    index_fields: Sequence[str] = ("$",),
+) -> AsyncMemory:
+    """Async :func:`open`: an :class:`AsyncMemory` whose concurrent calls coalesce into one commit per tick."""
+    memory = await asyncio.to_thread(
+        open, url, branch=branch, author=author, embedder=embedder, index_fields=index_fields
+    )
+    return AsyncMemory(memory)

@@ -1,0 +1,1 @@
+"""Adapters that plug engram into other frameworks (each needs its optional extra)."""

@@ -1,0 +1,47 @@
+"""AsyncMemory: async twins, and concurrent calls in one tick coalesced into one commit."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import engram
+
+
+def test_concurrent_puts_coalesce_into_one_commit() -> None:
+    async def scenario() -> None:
+        amem = await engram.aopen(":memory:", embedder="hashing")
+        before = len(await amem.alog())
+        await asyncio.gather(*(amem.aput(("n",), f"k{i}", {"i": i}) for i in range(50)))
+        log = await amem.alog()
+        assert len(log) == before + 1 and log[0].message == "batch: 50 put(s), 0 delete(s)"
+        got = await asyncio.gather(amem.aget(("n",), "k3"), amem.asearch(("n",), limit=100))
+        assert got[0] is not None and got[0].value == {"i": 3}
+        assert len(got[1]) == 50
+        await amem.adelete(("n",), "k3")
+        assert await amem.aget(("n",), "k3") is None
+        assert await amem.alist_namespaces() == [("n",)]
+        await amem.atag("after")
+        assert (await amem.adiff("HEAD~1", "after"))[0].kind == "removed"
+        await amem.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_bad_input_fails_only_its_caller() -> None:
+    async def scenario() -> None:
+        amem = await engram.aopen(":memory:", embedder=None)
+        good = amem.aput(("n",), "ok", {"v": 1})
+        bad = amem.aput(("n.bad",), "x", {"v": 1})
+        results = await asyncio.gather(good, bad, return_exceptions=True)
+        assert results[0] is None and isinstance(results[1], engram.InvalidNamespaceError)
+        assert await amem.aget(("n",), "ok") is not None
+
+    asyncio.run(scenario())
+
+
+def test_unknown_async_attribute_raises() -> None:
+    mem = engram.open(":memory:", embedder=None)
+    with pytest.raises(AttributeError):
+        engram.AsyncMemory(mem).afly  # noqa: B018
