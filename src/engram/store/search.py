@@ -25,7 +25,7 @@ from engram.store.ranking import Profile, get_profile
 Mode = Literal["hybrid", "semantic", "keyword"]
 MODES = ("hybrid", "semantic", "keyword")
 #: Weight of the keyword signal in hybrid fusion (the vector signal gets the rest); see docs/search.md.
-KEYWORD_WEIGHT = 0.5
+KEYWORD_WEIGHT = 0.7
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +138,30 @@ def _listing_order(corpus: _Corpus, want: int) -> Iterator[int]:
     return _best_first(corpus.updated.astype(np.float64), corpus.candidates, want, corpus)
 
 
+def _min_max(values: npt.NDArray[np.float32], cand: npt.NDArray[np.bool_]) -> npt.NDArray[np.float32]:
+    """Scale to [0, 1] over the candidates (all zeros when they are all equal)."""
+    if not cand.any():
+        return np.zeros_like(values)
+    low, high = float(values[cand].min()), float(values[cand].max())
+    if high <= low:
+        return np.zeros_like(values)
+    return np.asarray(np.clip((values - low) / (high - low), 0.0, 1.0), dtype=np.float32)
+
+
+def fuse(
+    kw: npt.NDArray[np.float32], cos: npt.NDArray[np.float32], cand: npt.NDArray[np.bool_]
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    """Hybrid similarity in [0, 1]: ``KEYWORD_WEIGHT`` x min-max BM25 + the rest x min-max cosine.
+
+    Scores, not ranks, are fused: reciprocal-rank fusion of the same two signals lost 6 points of
+    recall@10 on LoCoMo, because it throws away how much better the best keyword match is.
+    Returns (similarity, normalised BM25, normalised cosine).
+    """
+    kw_norm, cos_norm = _min_max(kw, cand), _min_max(cos, cand)
+    sim = np.asarray(KEYWORD_WEIGHT * kw_norm + (1 - KEYWORD_WEIGHT) * cos_norm, dtype=np.float32)
+    return sim, kw_norm, cos_norm
+
+
 def _ranked(index: DocIndex, corpus: _Corpus, request: SearchRequest, compiled: Any, now_ms: int) -> SearchResults:
     requested: str = request.mode or ("hybrid" if index.embedder is not None else "keyword")
     mode, degraded = requested, None
@@ -159,6 +183,7 @@ def _ranked(index: DocIndex, corpus: _Corpus, request: SearchRequest, compiled: 
     cos = corpus.cosine(qvec) if qvec is not None else np.zeros(size, np.float32)
     top_kw = float(kw[cand].max()) if cand.any() else 0.0
     kw_norm = kw / top_kw if top_kw > 0 else kw
+    cos_norm: npt.NDArray[np.float32] | None = None
     if mode == "keyword":
         sim = kw_norm
         cand = cand & (kw > 0)
@@ -166,8 +191,8 @@ def _ranked(index: DocIndex, corpus: _Corpus, request: SearchRequest, compiled: 
         sim = np.clip(cos, 0.0, 1.0)
         cand = cand & (cos > 0)
     else:
-        sim = KEYWORD_WEIGHT * kw_norm + (1 - KEYWORD_WEIGHT) * np.clip(cos, 0.0, 1.0)
         cand = cand & ((kw > 0) | (cos > 0))
+        sim, kw_norm, cos_norm = fuse(kw, cos, cand)
     profile = get_profile(request.profile)
     final = profile.similarity * sim
     rec: npt.NDArray[np.float32] | None = None
@@ -196,6 +221,8 @@ def _ranked(index: DocIndex, corpus: _Corpus, request: SearchRequest, compiled: 
             out["bm25_normalized"] = float(kw_norm[i])
         if qvec is not None:
             out["cosine"] = float(cos[i])
+            if cos_norm is not None:
+                out["cosine_normalized"] = float(cos_norm[i])
             assert index.embedder is not None
             out["embedder"] = index.embedder.model_id
         if mode == "hybrid":

@@ -1,0 +1,150 @@
+"""Retrieval quality on LoCoMo: recall@5, recall@10 and nDCG@10 per search mode and ranking profile.
+
+One memory per dialog turn (``"speaker: text"``, the session date as metadata), each question searched
+in its own conversation's namespace. The data is read from ``../shared/data/locomo10.json`` (never
+copied here: its licence is non-commercial); without it the script says so and exits 0.
+
+    python benchmarks/bench_retrieval.py [--data PATH] [--modes hybrid,keyword,semantic] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import engram
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo10.json"
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+
+
+def repair(evidence: list[str], known: set[str]) -> list[str]:
+    """Fix the data set's malformed evidence ids ("D8:6; D9:17", "D:11:26", "D30:05"); drop unknown ones."""
+    out: list[str] = []
+    for raw in evidence:
+        for part in re.split(r"[;,\s]+", raw.strip()):
+            match = re.fullmatch(r"D:?(\d+):0*(\d+)", part)
+            if match:
+                fixed = f"D{int(match.group(1))}:{int(match.group(2))}"
+                if fixed in known:
+                    out.append(fixed)
+    return list(dict.fromkeys(out))
+
+
+def load(path: Path, mem: engram.Memory) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Store every turn as a memory; return the questions with repaired evidence and what was dropped."""
+    data = json.loads(path.read_text())
+    questions: list[dict[str, Any]] = []
+    dropped = {"questions_without_evidence": 0, "evidence_ids_repaired": 0, "evidence_ids_dropped": 0}
+    for sample in data:
+        conv = sample["conversation"]
+        ns = ("locomo", sample["sample_id"])
+        known: set[str] = set()
+        with mem.transaction(f"load {sample['sample_id']}") as tx:
+            for name in sorted((k for k in conv if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k[8:])):
+                date = conv.get(f"{name}_date_time", "")
+                for turn in conv[name]:
+                    known.add(turn["dia_id"])
+                    text = f"{turn['speaker']}: {turn['text']}"
+                    if turn.get("blip_caption"):
+                        text += f" [shares a photo: {turn['blip_caption']}]"
+                    tx.put(ns, turn["dia_id"], {"text": text, "session": name, "date": date}, index=["text"])
+        for qa in sample["qa"]:
+            evidence = repair(qa.get("evidence", []), known)
+            exact = [e for e in qa.get("evidence", []) if e in known]
+            dropped["evidence_ids_repaired"] += len(evidence) - len(exact)
+            dropped["evidence_ids_dropped"] += max(0, len(qa.get("evidence", [])) - len(evidence))
+            if not evidence:
+                dropped["questions_without_evidence"] += 1
+                continue
+            questions.append({"ns": ns, "q": qa["question"], "evidence": evidence, "category": qa["category"]})
+    return questions, dropped
+
+
+def metrics(ranked: list[str], relevant: set[str]) -> dict[str, float]:
+    """recall@5, recall@10 (share of evidence found) and nDCG@10 (binary relevance)."""
+    dcg = sum(1 / math.log2(i + 2) for i, key in enumerate(ranked[:10]) if key in relevant)
+    ideal = sum(1 / math.log2(i + 2) for i in range(min(10, len(relevant))))
+    return {
+        "recall@5": len(relevant & set(ranked[:5])) / len(relevant),
+        "recall@10": len(relevant & set(ranked[:10])) / len(relevant),
+        "ndcg@10": dcg / ideal,
+    }
+
+
+def evaluate(mem: engram.Memory, questions: list[dict[str, Any]], mode: str, profile: str) -> dict[str, Any]:
+    """Run every question; return overall and per-category means and the median latency."""
+    sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    counts: dict[str, int] = defaultdict(int)
+    latencies: list[float] = []
+    for item in questions:
+        start = time.perf_counter()
+        results = mem.search(item["ns"], item["q"], limit=10, mode=mode, profile=profile)  # type: ignore[arg-type]
+        latencies.append(time.perf_counter() - start)
+        scores = metrics([r.key for r in results], set(item["evidence"]))
+        for group in ("all", CATEGORIES[item["category"]]):
+            counts[group] += 1
+            for name, value in scores.items():
+                sums[group][name] += value
+    latencies.sort()
+    table = {g: {m: v / counts[g] for m, v in sums[g].items()} | {"n": counts[g]} for g in sums}
+    return {"mode": mode, "profile": profile, "p50_ms": 1000 * latencies[len(latencies) // 2], "results": table}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--modes", default="hybrid,keyword,semantic")
+    parser.add_argument("--profiles", default="similarity,balanced,recent,quality")
+    parser.add_argument("--embedder", default="minilm")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "retrieval.json")
+    args = parser.parse_args(argv)
+    if not args.data.exists():
+        print(f"LoCoMo data not found at {args.data}: skipping the retrieval benchmark.")
+        return 0
+    mem = engram.open(":memory:", embedder=args.embedder)
+    start = time.perf_counter()
+    questions, dropped = load(args.data, mem)
+    mem.search(("locomo",), "warm up")  # builds the index and embeds every turn
+    print(f"loaded and indexed {mem.count()} turns in {time.perf_counter() - start:.1f} s; "
+          f"{len(questions)} questions with evidence; {dropped}", file=sys.stderr)  # fmt: skip
+    runs = []
+    for mode in args.modes.split(","):
+        for profile in args.profiles.split(",") if mode == "hybrid" else ["similarity"]:
+            run = evaluate(mem, questions, mode, profile)
+            runs.append(run)
+            overall = run["results"]["all"]
+            print(f"{mode:>8} {profile:>10}: recall@5 {overall['recall@5']:.3f} recall@10 {overall['recall@10']:.3f} "
+                  f"nDCG@10 {overall['ndcg@10']:.3f}  p50 {run['p50_ms']:.1f} ms", file=sys.stderr)  # fmt: skip
+    print_table(runs)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"questions": len(questions), "dropped": dropped, "runs": runs}, indent=2))
+    return 0
+
+
+def print_table(runs: list[dict[str, Any]]) -> None:
+    """Markdown tables: overall per mode/profile, then per category for each run."""
+    print("| mode | profile | recall@5 | recall@10 | nDCG@10 | p50 ms |\n|---|---|---|---|---|---|")
+    for run in runs:
+        r = run["results"]["all"]
+        print(f"| {run['mode']} | {run['profile']} | {r['recall@5']:.3f} | {r['recall@10']:.3f} | "
+              f"{r['ndcg@10']:.3f} | {run['p50_ms']:.1f} |")  # fmt: skip
+    print("\n| mode | profile | category | n | recall@10 | nDCG@10 |\n|---|---|---|---|---|---|")
+    for run in runs:
+        for group in CATEGORIES.values():
+            r = run["results"].get(group)
+            if r:
+                print(f"| {run['mode']} | {run['profile']} | {group} | {r['n']} | {r['recall@10']:.3f} | "
+                      f"{r['ndcg@10']:.3f} |")  # fmt: skip
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
