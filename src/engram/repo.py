@@ -178,6 +178,8 @@ class Repository:
             cid = self.refs.get(prefix + name) if prefix or "/" in name else None
             if cid is not None:
                 return cid
+        if len(name) == 2 * ID_SIZE and _refs.HEX.match(name):
+            return self.commit(bytes.fromhex(name)).id  # a full id: no range scan
         if _refs.HEX.match(name):
             return self._by_prefix(name)
         raise RefNotFoundError(

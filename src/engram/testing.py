@@ -84,6 +84,12 @@ class ChunkStoreContract:
         chunks.delete_many([a, _C])
         assert chunks.has_many([a, b]) == {a}
 
+    def test_large_chunks_round_trip(self, chunks: ChunkStore) -> None:
+        compressible = b"memory " * 3000
+        noise = bytes((i * 7919 + i // 3) % 251 for i in range(20_000))
+        a, b = chunks.put(compressible), chunks.put(noise)
+        assert chunks.get_many([a, b]) == {a: compressible, b: noise}
+
     def test_empty_chunk_round_trips(self, chunks: ChunkStore) -> None:
         cid = chunks.put(b"")
         assert chunks.get(cid) == b""

@@ -1,5 +1,7 @@
 """SQLite backend: the embedded default. One file, WAL, durable commits, safe for many processes.
 
+Chunks are stored zlib-compressed (level 1) when that saves at least 10%; reads return the original bytes.
+
 Durability by order: chunk writes commit without fsync (``synchronous=NORMAL``); a ref change
 commits with ``synchronous=FULL``, which fsyncs the write-ahead log. The log is sequential, so a
 durable ref change implies every chunk written before it is durable too: one fsync per commit,
@@ -13,6 +15,7 @@ import contextlib
 import sqlite3
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TypeVar
@@ -24,7 +27,9 @@ from engram.hashing import ChunkId
 T = TypeVar("T")
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS chunks (id BLOB PRIMARY KEY, data BLOB NOT NULL, written INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS chunks (
+    id BLOB PRIMARY KEY, data BLOB NOT NULL, written INTEGER NOT NULL, zipped INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS refs (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS reflog (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -106,7 +111,8 @@ class SqliteChunkStore(ChunkStore):
             for i in range(0, len(wanted), _BATCH):
                 part = wanted[i : i + _BATCH]
                 marks = ",".join("?" * len(part))
-                found.update(conn.execute(f"SELECT id, data FROM chunks WHERE id IN ({marks})", part))
+                rows = conn.execute(f"SELECT id, data, zipped FROM chunks WHERE id IN ({marks})", part)
+                found.update((cid, zlib.decompress(data) if zipped else data) for cid, data, zipped in rows)
             return found
 
         return self.db.run(work)
@@ -134,9 +140,9 @@ class SqliteChunkStore(ChunkStore):
         def work(conn: sqlite3.Connection) -> None:
             conn.execute("BEGIN IMMEDIATE")
             conn.executemany(
-                "INSERT INTO chunks (id, data, written) VALUES (?, ?, ?) "
+                "INSERT INTO chunks (id, data, written, zipped) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (id) DO UPDATE SET written = excluded.written",
-                [(cid, data, stamp) for cid, data in chunks.items()],
+                [(cid, packed, stamp, zipped) for cid, (packed, zipped) in ((c, _pack(d)) for c, d in chunks.items())],
             )
             conn.execute("COMMIT")
 
@@ -145,23 +151,29 @@ class SqliteChunkStore(ChunkStore):
     def iter_ids(
         self, start: ChunkId | None = None, end: ChunkId | None = None, *, written_before: int | None = None
     ) -> Iterator[ChunkId]:
-        lo = start if start is not None else b""
-        last: ChunkId | None = None
+        conditions = ["id > ?" if start is None else "id >= ?"]
+        params: list[bytes | int] = [b"" if start is None else start]
+        if end is not None:
+            conditions.append("id < ?")
+            params.append(end)
+        if written_before is not None:
+            conditions.append("written < ?")
+            params.append(written_before)
+        sql = f"SELECT id FROM chunks WHERE {' AND '.join(conditions)} ORDER BY id LIMIT 1000"
+        first = True
 
         def page(conn: sqlite3.Connection) -> list[ChunkId]:
-            rows = conn.execute(
-                "SELECT id FROM chunks WHERE id >= ? AND (? IS NULL OR id > ?) "
-                "AND (? IS NULL OR id < ?) AND (? IS NULL OR written < ?) ORDER BY id LIMIT 1000",
-                (lo, last, last, end, end, written_before, written_before),
-            )
-            return [bytes(r[0]) for r in rows]
+            return [bytes(r[0]) for r in conn.execute(sql, params)]
 
         while True:  # page through, so the lock is never held across a yield
             ids = self.db.run(page)
             yield from ids
             if len(ids) < 1000:
                 return
-            last = ids[-1]
+            if first:
+                conditions[0], first = "id > ?", False
+            params[0] = ids[-1]
+            sql = f"SELECT id FROM chunks WHERE {' AND '.join(conditions)} ORDER BY id LIMIT 1000"
 
     def delete_many(self, ids: Iterable[ChunkId]) -> None:
         doomed = [(cid,) for cid in ids]
@@ -274,6 +286,14 @@ class SqliteRefStore(RefStore):
 
     def close(self) -> None:
         self.db.close()
+
+
+def _pack(data: bytes) -> tuple[bytes, int]:
+    """Store a chunk zlib-compressed when that saves at least a tenth of it: (stored bytes, zipped flag)."""
+    if len(data) < 256:
+        return data, 0
+    packed = zlib.compress(data, 1)
+    return (packed, 1) if len(packed) <= 0.9 * len(data) else (data, 0)
 
 
 def _opt(value: bytes | None) -> ChunkId | None:
