@@ -258,7 +258,7 @@ class Repository:
     def commit_edits(
         self,
         branch: str,
-        edits: Mapping[bytes, bytes | None],
+        edits: Mapping[bytes, bytes | None] | Callable[[ChunkId], Mapping[bytes, bytes | None]],
         *,
         author: str,
         message: str,
@@ -272,6 +272,8 @@ class Repository:
         When the head has moved, the edits are re-applied on the new head (a three-way merge of the
         edit set). If another writer changed an edited key differently meanwhile, ``strict`` raises
         :class:`ConflictError` and writes nothing; otherwise these edits win (both stay in history).
+        ``edits`` may be a function of the head's tree root, called again on every retry (so values
+        derived from the current state, like ``created_at``, stay right under contention).
         Returns the new commit, or the head when the edits change nothing.
         """
         ref = HEADS + branch
@@ -281,10 +283,11 @@ class Repository:
             head_commit = self.commit(head)
             if base_tree is None:
                 base_tree = head_commit.tree
+            batch = edits(head_commit.tree) if callable(edits) else edits
             if base_tree != head_commit.tree and strict:
-                self._check_conflicts(branch, base_tree, head_commit.tree, edits)
+                self._check_conflicts(branch, base_tree, head_commit.tree, batch)
             writer = self.nodes.writer()
-            tree = mutate(self.nodes, head_commit.tree, edits, writer)
+            tree = mutate(self.nodes, head_commit.tree, batch, writer)
             if tree == head_commit.tree:
                 return head_commit
             cid, data = encode_commit(tree, (head,), now_ms(), author, message, metadata)

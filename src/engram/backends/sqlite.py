@@ -230,11 +230,10 @@ class SqliteRefStore(RefStore):
                 conn.execute("DELETE FROM refs WHERE name = ?", (name,))
             else:
                 conn.execute("INSERT OR REPLACE INTO refs (name, value) VALUES (?, ?)", (name, new))
-            last = conn.execute("SELECT max(time) FROM reflog WHERE name = ?", (name,)).fetchone()[0]
-            stamp = max(now_ms(), last or 0)
-            conn.execute(
-                "INSERT INTO reflog (name, old, new, time, actor, reason) VALUES (?, ?, ?, ?, ?, ?)",
-                (name, expected, new, stamp, actor, reason),
+            conn.execute(  # time never goes backwards for one ref, even if the clock does
+                "INSERT INTO reflog (name, old, new, time, actor, reason) "
+                "SELECT ?, ?, ?, max(?, coalesce(max(time), 0)), ?, ? FROM reflog WHERE name = ?",
+                (name, expected, new, now_ms(), actor, reason, name),
             )
             conn.execute("COMMIT")
             return True

@@ -225,10 +225,17 @@ class Memory(Reader, Versioned):
 
     def _write(self, ops: list[PutOp], author: str | None, message: str | None) -> Commit:
         who = author or self.author
-        root = self._root()
         writes = {codec.encode_key(_validate.namespace(op.namespace), _validate.key(op.key)): op for op in ops}
-        edits = self._put_edits(root, writes, who, now_ms())
-        return self.repo.commit_edits(self._branch, edits, author=who, message=message or _describe(writes))
+        for op in ops:
+            if op.value is not None:
+                _validate.value(op.value)
+        now = now_ms()
+        return self.repo.commit_edits(
+            self._branch,
+            lambda root: self._put_edits(root, writes, who, now),
+            author=who,
+            message=message or _describe(writes),
+        )
 
     def _put_edits(
         self, root: ChunkId, writes: Mapping[bytes, PutOp], author: str, now: int

@@ -40,11 +40,15 @@ class LevelChunker:
         #: parent entries (last key, child ref) of the nodes written so far
         self.emitted: list[tuple[bytes, bytes]] = []
 
-    def add(self, key: bytes, value: bytes) -> None:
-        """Append an entry; cut a node if it is a boundary."""
+    def add(self, key: bytes, value: bytes, interior: bool = False) -> None:
+        """Append an entry; cut a node if it is a boundary.
+
+        ``interior=True`` says the key sat inside (not last in) a node of this level before, so its
+        hash is known not to be a boundary: only the size cap is checked, and no hash is computed.
+        """
         self.keys.append(key)
         self.values.append(value)
-        if key_hash(key, self.level) < self._threshold or len(self.keys) >= self._limit:
+        if len(self.keys) >= self._limit or (not interior and key_hash(key, self.level) < self._threshold):
             self.cut()
 
     def cut(self) -> None:

@@ -138,11 +138,12 @@ def _apply_level(
                 removed[node.keys[-1]] = node.id
             keys, values = node.keys, node.values
             n, j = len(keys), 0
+            inner = n - 1  # entries before the last one are known non-boundaries
             limit = None if last else keys[-1]
             while i < n_edits and (limit is None or edits[i][0] <= limit):
                 ekey, evalue = edits[i]
                 while j < n and keys[j] < ekey:
-                    chunker.add(keys[j], values[j])
+                    chunker.add(keys[j], values[j], j < inner)
                     j += 1
                 if j < n and keys[j] == ekey:
                     j += 1
@@ -150,7 +151,7 @@ def _apply_level(
                     chunker.add(ekey, evalue)
                 i += 1
             while j < n:
-                chunker.add(keys[j], values[j])
+                chunker.add(keys[j], values[j], j < inner)
                 j += 1
             if last:
                 chunker.cut()
