@@ -115,7 +115,6 @@ class _Corpus:
         vectors = self.index.vectors
         assert vectors is not None
         head = vectors.scores(query, self.n)
-        head[~vectors.present[: self.n] if len(vectors.present) >= self.n else np.zeros(self.n, bool)] = 0
         texts = [d.text for d in self.extra if d.indexed]
         found = iter(self.index.vectors_for(texts)) if texts else iter(())
         extra = np.array([float(next(found) @ query) if d.indexed else 0.0 for d in self.extra], dtype=np.float32)
