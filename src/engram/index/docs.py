@@ -8,6 +8,7 @@ empty tree); it is never the source of truth.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -107,6 +108,7 @@ class DocIndex:
         self.vectors = VectorIndex(embedder.dim) if embedder is not None else None
         self.pending: set[int] = set()
         self.vector_error: str | None = None
+        self._queries: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
         self.lock = threading.RLock()
 
     @property
@@ -194,6 +196,20 @@ class DocIndex:
             self.cache.put_many(model, blobs)
             found.update(blobs)
         return [as_array(found[h]) for h in hashes]
+
+    def query_vector(self, text: str) -> npt.NDArray[np.float32]:
+        """The embedding of a query (the last 1,024 distinct queries are remembered)."""
+        if self.embedder is None:
+            raise EmbedderError("no embedder is configured")
+        found = self._queries.get(text)
+        if found is None:
+            found = np.asarray(self.embedder.embed_query(text), dtype=np.float32)
+            self._queries[text] = found
+            if len(self._queries) > 1024:
+                self._queries.popitem(last=False)
+        else:
+            self._queries.move_to_end(text)
+        return found
 
     def embed_pending(self) -> None:
         """Give every indexed slot a vector; on embedder failure keep them pending and say why."""

@@ -46,6 +46,7 @@ class IndexPool:
         self.cache = cache
         self._branches: dict[str, DocIndex] = {}
         self._temp: OrderedDict[ChunkId, DocIndex] = OrderedDict()
+        self._overlays: OrderedDict[tuple[ChunkId, ChunkId], Overlay] = OrderedDict()
         self._lock = threading.Lock()
         _POOLS[repo] = self
 
@@ -80,6 +81,11 @@ class IndexPool:
             if index.root == root:
                 return index, None
             assert index.root is not None
+            key = (index.root, root)
+            with self._lock:
+                cached = self._overlays.get(key)
+            if cached is not None:
+                return index, cached
             limit = max(OVERLAY_MIN, int(len(index) * OVERLAY_SHARE))
             changes = []
             for change in diff_trees(self.repo.nodes, index.root, root):
@@ -87,18 +93,24 @@ class IndexPool:
                 if len(changes) > limit:
                     return self._temporary(root), None
             stats = OverlayStats(index.keyword.stats)
-            overlay = Overlay(stats=stats)
+            excluded: set[int] = set()
+            docs = []
             for change in changes:
                 slot = index.slot_of.get(change.key)
                 if slot is not None:
-                    overlay.excluded.add(slot)
+                    excluded.add(slot)
                     if index.indexed[slot]:
                         stats.add(index.keyword.counts(slot), -1)
                 if change.new is not None:
                     doc = make_doc(change.key, change.new, self.fields)
-                    overlay.docs.append(doc)
+                    docs.append(doc)
                     if doc.indexed:
                         stats.add(Counter(doc.terms))
+            overlay = Overlay(excluded, docs, stats)
+            with self._lock:
+                self._overlays[key] = overlay
+                while len(self._overlays) > TEMP_INDEXES * 4:
+                    self._overlays.popitem(last=False)
             return index, overlay
 
     def _temporary(self, root: ChunkId) -> DocIndex:

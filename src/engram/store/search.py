@@ -7,8 +7,9 @@ corpus statistics, so a search in the past returns what an index built from that
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -53,13 +54,36 @@ class SearchRequest:
             raise InvalidInputError(f"query must be a string, got {type(self.query).__name__}")
 
 
-@dataclass(slots=True)
 class Overlay:
-    """Past versions to score instead of the index's slots ``excluded``, with the past corpus stats."""
+    """Past versions to score instead of the index's slots ``excluded``, with the past corpus stats.
 
-    excluded: set[int] = field(default_factory=set)
-    docs: list[Doc] = field(default_factory=list)
-    stats: Stats | None = None
+    Built once per (index root, past root) and reused: per-document arrays are precomputed, and
+    vectors are looked up (through the cache) on the first semantic query only.
+    """
+
+    def __init__(self, excluded: set[int], docs: list[Doc], stats: Stats) -> None:
+        self.excluded = np.fromiter(excluded, dtype=np.int64, count=len(excluded))
+        self.docs = docs
+        self.stats = stats
+        self.namespaces = [d.namespace for d in docs]
+        self.expires = np.array([NEVER if d.record.expires_at is None else d.record.expires_at for d in docs], np.int64)
+        self.indexed = np.array([d.indexed for d in docs], dtype=bool)
+        self.updated = np.array([d.record.updated_at for d in docs], dtype=np.int64)
+        self.confidence = np.array([confidence_of(d.record.value) for d in docs], dtype=np.float32)
+        self.lengths = np.array([len(d.terms) for d in docs], dtype=np.float32)
+        self.counts = [Counter(d.terms) for d in docs]
+        self._vectors: npt.NDArray[np.float32] | None = None
+
+    def vectors(self, index: DocIndex) -> npt.NDArray[np.float32]:
+        """The documents' vectors (zero rows for unindexed ones), looked up once."""
+        if self._vectors is None:
+            assert index.vectors is not None
+            rows = np.zeros((len(self.docs), index.vectors.dim), dtype=np.float32)
+            chosen = [j for j, d in enumerate(self.docs) if d.indexed]
+            if chosen:
+                rows[chosen] = np.stack(index.vectors_for([self.docs[j].text for j in chosen]))
+            self._vectors = rows
+        return self._vectors
 
 
 def _recency(updated: npt.NDArray[np.int64], now_ms: int, half_life_hours: float) -> npt.NDArray[np.float32]:
@@ -72,25 +96,24 @@ class _Corpus:
 
     def __init__(self, index: DocIndex, overlay: Overlay | None, prefix: tuple[str, ...], now_ms: int) -> None:
         self.index = index
+        self.overlay = overlay
         self.extra = overlay.docs if overlay is not None else []
         n = index.size
         self.n = n
         mask = index.namespace_mask(prefix) & (index.expires[:n] > now_ms)
-        if overlay is not None and overlay.excluded:
-            mask[list(overlay.excluded)] = False
-        extra_ok = [
-            d.namespace[: len(prefix)] == prefix and (d.record.expires_at is None or d.record.expires_at > now_ms)
-            for d in self.extra
-        ]
-        self.candidates = np.concatenate([mask, np.array(extra_ok, dtype=bool)])
-        self.indexed = np.concatenate([index.indexed[:n], np.array([d.indexed for d in self.extra], dtype=bool)])
-        self.updated = np.concatenate(
-            [index.updated[:n], np.array([d.record.updated_at for d in self.extra], dtype=np.int64)]
-        )
-        self.confidence = np.concatenate(
-            [index.confidence[:n], np.array([confidence_of(d.record.value) for d in self.extra], dtype=np.float32)]
-        )
-        self.stats = overlay.stats if overlay is not None and overlay.stats is not None else index.keyword.stats
+        if overlay is None:
+            self.candidates, self.indexed = mask, index.indexed[:n]
+            self.updated, self.confidence = index.updated[:n], index.confidence[:n]
+            self.stats = index.keyword.stats
+            return
+        mask[overlay.excluded] = False
+        extra_ok = np.array([ns[: len(prefix)] == prefix for ns in overlay.namespaces], dtype=bool)
+        extra_ok &= overlay.expires > now_ms
+        self.candidates = np.concatenate([mask, extra_ok])
+        self.indexed = np.concatenate([index.indexed[:n], overlay.indexed])
+        self.updated = np.concatenate([index.updated[:n], overlay.updated])
+        self.confidence = np.concatenate([index.confidence[:n], overlay.confidence])
+        self.stats = overlay.stats
 
     def doc(self, i: int) -> Doc:
         found = self.index.docs[i] if i < self.n else self.extra[i - self.n]
@@ -99,26 +122,24 @@ class _Corpus:
 
     def keyword(self, terms: list[str]) -> npt.NDArray[np.float32]:
         head = self.index.keyword.scores(terms, self.n, self.stats)
-        extra = np.zeros(len(self.extra), dtype=np.float32)
-        avgdl = self.stats.avgdl
-        for j, doc in enumerate(self.extra):
-            if not doc.indexed:
-                continue
-            length = np.array([len(doc.terms)], dtype=np.float32)
-            counts = {t: doc.terms.count(t) for t in dict.fromkeys(terms)}
-            for term, tf in counts.items():
-                if tf:
-                    extra[j] += bm25(np.array([tf], dtype=np.float32), length, self.stats.idf(term), avgdl)[0]
+        if self.overlay is None:
+            return head
+        overlay = self.overlay
+        extra = np.zeros(len(overlay.docs), dtype=np.float32)
+        for term in dict.fromkeys(terms):
+            tf = np.array([counts.get(term, 0) for counts in overlay.counts], dtype=np.float32)
+            hit = (tf > 0) & overlay.indexed
+            if hit.any():
+                extra[hit] += bm25(tf[hit], overlay.lengths[hit], self.stats.idf(term), self.stats.avgdl)
         return np.concatenate([head, extra])
 
     def cosine(self, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         vectors = self.index.vectors
         assert vectors is not None
         head = vectors.scores(query, self.n)
-        texts = [d.text for d in self.extra if d.indexed]
-        found = iter(self.index.vectors_for(texts)) if texts else iter(())
-        extra = np.array([float(next(found) @ query) if d.indexed else 0.0 for d in self.extra], dtype=np.float32)
-        return np.concatenate([head, extra])
+        if self.overlay is None:
+            return head
+        return np.concatenate([head, np.asarray(self.overlay.vectors(self.index) @ query, dtype=np.float32)])
 
 
 def execute(index: DocIndex, request: SearchRequest, now_ms: int, overlay: Overlay | None = None) -> SearchResults:
@@ -171,7 +192,7 @@ def _ranked(index: DocIndex, corpus: _Corpus, request: SearchRequest, compiled: 
                 raise EmbedderError("no embedder is configured for this store")
             if index.vector_error is not None:
                 raise EmbedderError(index.vector_error)
-            qvec = np.asarray(index.embedder.embed([request.query or ""])[0], dtype=np.float32)
+            qvec = index.query_vector(request.query or "")
         except EmbedderError as exc:
             if mode == "semantic":
                 raise
@@ -233,20 +254,21 @@ def _ranked(index: DocIndex, corpus: _Corpus, request: SearchRequest, compiled: 
 
 
 def _best_first(values: npt.NDArray[Any], cand: npt.NDArray[np.bool_], want: int, corpus: _Corpus) -> Iterator[int]:
-    """Candidate positions by descending value (ties by key): a generous head first, the rest only if needed."""
+    """Candidate positions by descending value (ties by key), selected in growing rounds, so a page
+    costs about its own size even when a filter rejects most of what ranks first."""
     idx = np.flatnonzero(cand)
-    if not len(idx):
-        return
-    vals = values[idx]
-    take = min(len(idx), max(4 * want, 64))
-    if take < len(idx):
-        part = np.argpartition(-vals, take - 1)[:take]
-        cut = vals[part].min()
-        head, rest = np.flatnonzero(vals >= cut), np.flatnonzero(vals < cut)  # keep every tie at the cut
-    else:
-        head, rest = np.arange(len(idx)), np.array([], dtype=np.int64)
-    for group in (head, rest):
-        yield from sorted(idx[group].tolist(), key=lambda i: (-float(values[i]), corpus.doc(i).key))
+    take = max(4 * want, 64)
+    while len(idx):
+        vals = values[idx]
+        if take < len(idx):
+            part = np.argpartition(-vals, take - 1)[:take]
+            cut = vals[part].min()
+            chosen = vals >= cut  # keep every tie at the cut
+        else:
+            chosen = np.ones(len(idx), dtype=bool)
+        yield from sorted(idx[chosen].tolist(), key=lambda i: (-float(values[i]), corpus.doc(i).key))
+        idx = idx[~chosen]
+        take *= 4
 
 
 def _page(
