@@ -14,6 +14,7 @@ from engram.repo import Repository
 from engram.store.aio import AsyncMemory
 from engram.store.indexing import IndexPool
 from engram.store.memory import Memory
+from engram.store.ops import TTLConfig
 
 #: Where ``engram.open()`` keeps the embedded store.
 DEFAULT_DIR = ".engram"
@@ -64,6 +65,7 @@ def open(
     author: str = "engram",
     embedder: Embedder | str | None = "minilm",
     index_fields: Sequence[str] = ("$",),
+    ttl: TTLConfig | None = None,
 ) -> Memory:
     """Open a memory store and return a :class:`Memory` handle on ``branch``.
 
@@ -74,6 +76,7 @@ def open(
         embedder: ``"minilm"`` (the offline default), ``"hashing"``, ``"openai:<model>@<base url>"``,
             an :class:`~engram.embed.Embedder`, or ``None`` for keyword-only search.
         index_fields: which parts of each value are searchable (LangGraph paths; ``$`` = all text).
+        ttl: TTL settings in minutes: ``{"default_ttl": 1440, "refresh_on_read": True, "sweep_interval_minutes": 5}``.
 
     Examples:
         >>> mem = engram.open(":memory:", embedder="hashing")
@@ -82,7 +85,7 @@ def open(
     repo, cache = _open(url)
     chosen = embedder_from_spec(embedder) if isinstance(embedder, str) else embedder
     pool = IndexPool(repo, embedder=chosen, fields=index_fields, cache=cache)
-    return Memory(repo, branch=branch, author=author, pool=pool)
+    return Memory(repo, branch=branch, author=author, pool=pool, ttl=ttl)
 
 
 async def aopen(
