@@ -1,9 +1,11 @@
 """Vector search: a growable float32 matrix of normalised rows, exact below ``ANN_MIN`` rows and an
 inverted-file (IVF) approximation above it.
 
-The IVF clusters rows around ``~2 sqrt(n)`` centroids (spherical k-means on a sample); a query
-scores the centroids, then only the rows of the ``NPROBE`` closest clusters, exactly. Rows added
-later join their nearest centroid; the clustering is rebuilt when the index has doubled.
+The IVF clusters rows around ``~2 sqrt(n)`` centroids (spherical k-means on a sample) and keeps a
+copy of the rows ordered by cluster, so a query scores the centroids, then the contiguous blocks of
+the ``NPROBE`` closest clusters (a random gather of the same rows is several times slower). Rows set
+later join their nearest centroid's (small) overflow list; the clustering is rebuilt when the index
+has doubled.
 """
 
 from __future__ import annotations
@@ -31,8 +33,12 @@ class VectorIndex:
         self.count = 0
         self._centroids: npt.NDArray[np.float32] | None = None
         self._assign = np.full(1024, -1, dtype=np.int32)
-        self._lists: list[list[int]] = []
+        self._lists: list[list[int]] = []  # rows set since the build, per cluster
         self._arrays: dict[int, npt.NDArray[np.int64]] = {}
+        self._blocks = np.zeros((0, dim), dtype=np.float32)  # rows at build time, ordered by cluster
+        self._block_slots = np.zeros(0, dtype=np.int64)
+        self._bounds = np.zeros(1, dtype=np.int64)
+        self._fresh = np.zeros(1024, dtype=bool)  # the block copy of this slot is current
         self._built_at = 0
 
     def set(self, slot: int, vector: npt.NDArray[np.float32]) -> None:
@@ -45,11 +51,14 @@ class VectorIndex:
             present[: len(self.present)] = self.present
             assign = np.full(size, -1, dtype=np.int32)
             assign[: len(self._assign)] = self._assign
-            self._rows, self.present, self._assign = rows, present, assign
+            fresh = np.zeros(size, dtype=bool)
+            fresh[: len(self._fresh)] = self._fresh
+            self._rows, self.present, self._assign, self._fresh = rows, present, assign, fresh
         if not self.present[slot]:
             self.count += 1
         self._rows[slot] = vector
         self.present[slot] = True
+        self._fresh[slot] = False
         if self._centroids is not None:
             cluster = int(np.argmax(self._centroids @ self._rows[slot]))
             self._assign[slot] = cluster
@@ -62,6 +71,7 @@ class VectorIndex:
             self._rows[slot] = 0
             self.present[slot] = False
             self._assign[slot] = -1
+            self._fresh[slot] = False
             self.count -= 1
 
     def get(self, slot: int) -> npt.NDArray[np.float32] | None:
@@ -86,10 +96,16 @@ class VectorIndex:
         assert self._centroids is not None
         probe = min(self.nprobe, len(self._centroids))
         nearest = np.argpartition(-(self._centroids @ query), probe - 1)[:probe]
-        slots = np.concatenate([self._list(int(c)) for c in nearest])
-        slots = slots[(slots < size) & self.present[slots]]
         out = np.zeros(size, dtype=np.float32)
-        out[slots] = self._rows[slots] @ query
+        for c in nearest.tolist():
+            lo, hi = int(self._bounds[c]), int(self._bounds[c + 1])
+            block_slots = self._block_slots[lo:hi]
+            keep = self._fresh[block_slots] & (block_slots < size)
+            out[block_slots[keep]] = (self._blocks[lo:hi] @ query)[keep]
+        extra = np.concatenate([self._list(int(c)) for c in nearest])
+        extra = extra[(extra < size) & self.present[extra]]
+        if len(extra):
+            out[extra] = self._rows[extra] @ query
         return out
 
     def _list(self, cluster: int) -> npt.NDArray[np.int64]:
@@ -124,7 +140,11 @@ class VectorIndex:
         self._assign[:] = -1
         self._assign[slots] = assign
         order = np.argsort(assign, kind="stable")
-        bounds = np.searchsorted(assign[order], np.arange(clusters + 1))
-        self._lists = [slots[order[bounds[c] : bounds[c + 1]]].tolist() for c in range(clusters)]
+        self._bounds = np.searchsorted(assign[order], np.arange(clusters + 1))
+        self._block_slots = slots[order]
+        self._blocks = self._rows[self._block_slots]
+        self._fresh[:] = False
+        self._fresh[slots] = True
+        self._lists = [[] for _ in range(clusters)]
         self._arrays = {}
         self._built_at = len(slots)
