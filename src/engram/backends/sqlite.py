@@ -46,8 +46,13 @@ class SqliteDatabase:
     """One SQLite file shared by a :class:`SqliteChunkStore` and a :class:`SqliteRefStore`.
 
     One connection per process, used under a lock; other processes coordinate through SQLite's
-    own locking (``BEGIN IMMEDIATE`` and a busy timeout).
+    own locking (``BEGIN IMMEDIATE`` and a busy timeout). Checkpoints (copying the write-ahead log
+    into the database file) run on a background thread with its own connection, so no commit pays
+    for one; SQLite's automatic checkpoint stays on as a backstop when the log grows large.
     """
+
+    #: Checkpoint in the background once the write-ahead log holds this many bytes.
+    CHECKPOINT_BYTES = 4 << 20
 
     def __init__(self, path: str | Path, *, timeout: float = 30.0) -> None:
         self.path = str(path)
@@ -58,9 +63,30 @@ class SqliteDatabase:
             self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
             self._wal(timeout)
             self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA wal_autocheckpoint=16384")  # backstop: 64 MB
             self._conn.executescript(_SCHEMA)
         except sqlite3.Error as exc:
             raise StorageError(f"cannot open SQLite store at {self.path}: {exc}") from exc
+        self._stop = threading.Event()
+        self._checkpointer: threading.Thread | None = None
+        if self.path != ":memory:":
+            self._checkpointer = threading.Thread(target=self._checkpoint_loop, name="engram-checkpoint", daemon=True)
+            self._checkpointer.start()
+
+    def _checkpoint_loop(self) -> None:
+        wal = Path(self.path + "-wal")
+        conn: sqlite3.Connection | None = None
+        try:
+            while not self._stop.wait(0.5):
+                try:
+                    if wal.exists() and wal.stat().st_size > self.CHECKPOINT_BYTES:
+                        conn = conn or sqlite3.connect(self.path, timeout=5.0, isolation_level=None)
+                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                except (OSError, sqlite3.Error):
+                    continue  # busy or gone: the next round (or SQLite's backstop) will do it
+        finally:
+            if conn is not None:
+                conn.close()
 
     def _wal(self, timeout: float) -> None:
         """Switch to WAL. SQLite refuses at once (no busy wait) while another process creates the
@@ -92,7 +118,10 @@ class SqliteDatabase:
                 raise StorageError(f"SQLite store {self.path}: {exc}") from exc
 
     def close(self) -> None:
-        """Close the connection."""
+        """Stop the checkpoint thread and close the connection."""
+        self._stop.set()
+        if self._checkpointer is not None and self._checkpointer is not threading.current_thread():
+            self._checkpointer.join(timeout=5)
         with self._lock:
             self._conn.close()
 
