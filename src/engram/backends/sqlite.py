@@ -1,6 +1,7 @@
 """SQLite backend: the embedded default. One file, WAL, durable commits, safe for many processes.
 
-Chunks are stored zlib-compressed (level 1) when that saves at least 10%; reads return the original bytes.
+Chunks of 3 KB or more are stored zlib-compressed (level 1) when that saves at least 10%; reads
+return the original bytes.
 
 Durability by order: chunk writes commit without fsync (``synchronous=NORMAL``); a ref change
 commits with ``synchronous=FULL``, which fsyncs the write-ahead log. The log is sequential, so a
@@ -316,9 +317,14 @@ class SqliteRefStore(RefStore):
         self.db.close()
 
 
+#: Chunks at least this large are compressed: smaller ones fit a 4 KB page anyway, so compressing
+#: them would cost time on every commit and save little space.
+COMPRESS_FROM = 3072
+
+
 def _pack(data: bytes) -> tuple[bytes, int]:
-    """Store a chunk zlib-compressed when that saves at least a tenth of it: (stored bytes, zipped flag)."""
-    if len(data) < 256:
+    """Store a chunk zlib-compressed when it is large and that saves a tenth: (stored bytes, zipped flag)."""
+    if len(data) < COMPRESS_FROM:
         return data, 0
     packed = zlib.compress(data, 1)
     return (packed, 1) if len(packed) <= 0.9 * len(data) else (data, 0)
