@@ -252,7 +252,9 @@ def test_incremental_index_equals_a_rebuilt_one(smem: Memory) -> None:
     rng = np.random.default_rng(7)
     random_store(smem, rng, 25)
     incremental = {q: comparable(smem.search(NS, q, limit=30)) for q in QUERIES}
-    smem.reindex()
+    done: list[int] = []
+    assert smem.reindex(progress=done.append) == smem.count()
+    assert sum(done) == smem.count()
     rebuilt = {q: comparable(smem.search(NS, q, limit=30)) for q in QUERIES}
     assert incremental == rebuilt
 

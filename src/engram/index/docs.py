@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,26 +119,37 @@ class DocIndex:
     def __len__(self) -> int:
         return len(self.slot_of)
 
-    def sync(self, root: ChunkId) -> None:
-        """Make the index reflect ``root`` by applying the diff from the root it reflects."""
+    def sync(self, root: ChunkId, progress: Callable[[int], None] | None = None) -> None:
+        """Make the index reflect ``root`` by applying the diff from the root it reflects.
+
+        ``progress`` is called with the number of documents handled since its last call.
+        """
         with self.lock:
             if root == self.root:
                 return
             old = self.root if self.root is not None else empty_tree(self.nodes)
-            self.apply((c.key, c.new) for c in diff_trees(self.nodes, old, root))
+            self.apply(((c.key, c.new) for c in diff_trees(self.nodes, old, root)), progress)
             self.root = root
             if self.keyword.dead_ratio() > 0.5 and len(self.slot_of) > 1000:
                 self._rebuild()
 
-    def apply(self, changes: Iterable[tuple[bytes, bytes | None]]) -> None:
+    def apply(
+        self, changes: Iterable[tuple[bytes, bytes | None]], progress: Callable[[int], None] | None = None
+    ) -> None:
         """Apply (key, new tree value or None) changes, then embed what lacks a vector."""
         with self.lock:
+            done = 0
             for key, data in changes:
                 slot = self.slot_of.pop(key, None)
                 if slot is not None:
                     self._drop(slot)
                 if data is not None:
                     self._add(make_doc(key, data, self.fields))
+                done += 1
+                if progress is not None and done % 1000 == 0:
+                    progress(1000)
+            if progress is not None and done % 1000:
+                progress(done % 1000)
             self.embed_pending()
 
     def _add(self, doc: Doc) -> None:

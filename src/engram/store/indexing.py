@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import Counter, OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from engram.embed.base import Embedder
 from engram.hashing import ChunkId
@@ -127,8 +127,10 @@ class IndexPool:
                 self._temp.popitem(last=False)
         return index
 
-    def rebuild(self, branch: str, root: ChunkId) -> DocIndex:
+    def rebuild(self, branch: str, root: ChunkId, progress: Callable[[int], None] | None = None) -> DocIndex:
         """Drop the branch's index and build it again from ``root`` (``engram reindex``)."""
+        index = self._new()
+        index.sync(root, progress)
         with self._lock:
-            self._branches[branch] = self._new()
-        return self.head(branch, root)
+            self._branches[branch] = index
+        return index

@@ -7,7 +7,7 @@ convenience methods (and the LangGraph adapter) are built on.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal
 
@@ -91,9 +91,11 @@ class Memory(Reader, Versioned):
     def _search_index(self) -> tuple[DocIndex, Overlay | None]:
         return self.pool.head(self._branch, self._root()), None
 
-    def reindex(self) -> int:
-        """Rebuild this branch's search index from scratch (re-embedding what the cache lacks); return its size."""
-        return len(self.pool.rebuild(self._branch, self._root()))
+    def reindex(self, progress: Callable[[int], None] | None = None) -> int:
+        """Rebuild this branch's search index from scratch, re-embedding what the vector cache lacks
+        (e.g. after a model change); ``progress`` gets the number of items done since its last call.
+        Returns the number of items indexed."""
+        return len(self.pool.rebuild(self._branch, self._root(), progress))
 
     def handle(self, branch: str | None = None, *, author: str | None = None) -> Memory:
         """Another handle on the same store (sharing its indexes), e.g. on another branch."""
