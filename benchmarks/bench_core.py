@@ -339,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [2000] if args.quick else [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
     points = [1, 100, 1000] if args.quick else [1, 1000, 10_000]
     started = time.perf_counter()
+    git = subprocess.run(["git", "-C", str(HERE), "describe", "--always", "--dirty"], capture_output=True, text=True)
+    commit = git.stdout.strip() or None  # the source measured (taken now: others may commit during the run)
 
     sizes_res = {str(n): bench_size(n) for n in sizes}
     log("at(ref) on a separate store ...")
@@ -356,8 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         "argv": sys.argv[1:] if argv is None else argv,
     }
     meta.update(python=platform.python_version(), sqlite=sqlite3.sqlite_version, platform=platform.platform())
-    git = subprocess.run(["git", "-C", str(HERE), "describe", "--always", "--dirty"], capture_output=True, text=True)
-    meta.update(engram_commit=git.stdout.strip() or None)
+    meta.update(engram_commit=commit)
     # other work on the machine skews the fsync-bound figures: keep the load with them
     meta.update(cpus=os.cpu_count(), loadavg_at_end=os.getloadavg(), wall_s=time.perf_counter() - started)
     result = {"meta": meta, "sizes": sizes_res, "at_ref": at_res, "peer": peer, "table": rows}
