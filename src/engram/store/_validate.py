@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engram.errors import InvalidInputError, InvalidKeyError, InvalidNamespaceError, InvalidValueError
+from engram.index.paths import parse_path
 
 
 def namespace(ns: Sequence[str] | Any, *, allow_empty: bool = False) -> tuple[str, ...]:
@@ -40,8 +41,6 @@ def key(k: Any) -> str:
 
 def index_fields(fields: Any) -> list[str]:
     """Check an ``index=[...]`` list of field paths."""
-    from engram.index.paths import parse_path
-
     if isinstance(fields, str) or not isinstance(fields, Sequence) or not all(isinstance(f, str) for f in fields):
         raise InvalidInputError(
             f"index is False, None or a list of field paths like ['text', 'tags[*]'], got {fields!r}"
