@@ -65,8 +65,13 @@ class SqliteVectorCache:
             )
         )
 
+    #: Beyond this many hashes one sequential scan of the model's vectors beats point lookups.
+    SCAN_FROM = 20_000
+
     def get_many(self, model: str, hashes: Iterable[bytes]) -> dict[bytes, bytes]:
         wanted = list(hashes)
+        if len(wanted) >= self.SCAN_FROM:
+            return self._scan(model, set(wanted))
 
         def work(conn: sqlite3.Connection) -> dict[bytes, bytes]:
             found: dict[bytes, bytes] = {}
@@ -78,6 +83,13 @@ class SqliteVectorCache:
                 )
                 found.update((bytes(h), bytes(v)) for h, v in rows)
             return found
+
+        return self.db.run(work)
+
+    def _scan(self, model: str, wanted: set[bytes]) -> dict[bytes, bytes]:
+        def work(conn: sqlite3.Connection) -> dict[bytes, bytes]:
+            rows = conn.execute("SELECT text_hash, vector FROM vectors WHERE model = ?", (model,))
+            return {bytes(h): bytes(v) for h, v in rows if bytes(h) in wanted}
 
         return self.db.run(work)
 
