@@ -53,6 +53,13 @@ def run(mem: Memory) -> None:
         who = f"{version.commit.author} from {list(item.sources) if item else []}"
         _say(f"history {version.commit.short_id}", f"{item.value if item else None} by {who}")
 
+    hit = mem.search(("users",), "dark", explain=True)[0]
+    assert hit.explain is not None
+    _say("search (hybrid, explained)", f"{hit.key} score {hit.score:.2f} (bm25 {hit.explain.get('bm25', 0):.2f}, "
+         f"cosine {hit.explain.get('cosine', 0):.2f})")  # fmt: skip
+    then_hit = mem.search(("users",), "theme", at="checkpoint", filter={"value": {"$exists": True}})[0]
+    _say("search as of 'checkpoint'", f"{then_hit.key} = {then_hit.value}")
+
     mem.create_branch("fix-font", at="HEAD")
     fixer = Memory(mem.repo, branch="fix-font", author="debugger")
     fixer.put(PREFS, "ui.font_size", {"value": 16}, message="fix: readable font size")
