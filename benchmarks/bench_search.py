@@ -26,6 +26,7 @@ import numpy as np
 import engram
 from engram.embed import HashingEmbedder, MiniLMEmbedder
 from engram.index.cache import as_blobs, text_hash
+from engram.index.paths import document_text
 
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = ["pref", "fact", "event", "task"]
@@ -46,9 +47,12 @@ def pct(values: list[float], q: float) -> float:
 
 
 def build(n: int, tmp: Path, texts: list[str]) -> engram.Memory:
-    """A SQLite store of ``n`` items; at 1M the vector cache gets clustered random vectors first."""
+    """A SQLite store of ``n`` items; at 1M the vector cache gets clustered random vectors first
+    (keyed by each item's searchable text, so the index finds them instead of embedding)."""
     embedder = HashingEmbedder()
     mem = engram.open(f"sqlite:///{tmp / f'search-{n}.db'}", embedder=embedder)
+    rng = np.random.default_rng(2)
+    values = [{"text": text, "kind": KINDS[i % 4], "score": float(rng.random())} for i, text in enumerate(texts)]
     if n >= 1_000_000:
         rng = np.random.default_rng(1)
         centres = rng.normal(size=(2000, embedder.dim)).astype(np.float32)
@@ -56,13 +60,11 @@ def build(n: int, tmp: Path, texts: list[str]) -> engram.Memory:
             block = centres[rng.integers(0, 2000, min(50_000, n - start))]
             block += 0.3 * rng.normal(size=block.shape).astype(np.float32)
             block /= np.linalg.norm(block, axis=1, keepdims=True)
-            hashes = [text_hash(t) for t in texts[start : start + len(block)]]
+            hashes = [text_hash(document_text(v, ("$",))) for v in values[start : start + len(block)]]
             mem.pool.cache.put_many(embedder.model_id, as_blobs(block, hashes))  # type: ignore[union-attr]
-    rng = np.random.default_rng(2)
     start = time.perf_counter()
     with mem.transaction("load") as tx:
-        for i, text in enumerate(texts):
-            value = {"text": text, "kind": KINDS[i % 4], "score": float(rng.random())}
+        for i, value in enumerate(values):
             tx.put((f"user-{i % 100}", "notes"), f"n{i}", value)
     load = time.perf_counter() - start
     start = time.perf_counter()
