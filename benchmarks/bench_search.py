@@ -52,7 +52,8 @@ def build(n: int, tmp: Path, texts: list[str]) -> engram.Memory:
     embedder = HashingEmbedder()
     mem = engram.open(f"sqlite:///{tmp / f'search-{n}.db'}", embedder=embedder)
     rng = np.random.default_rng(2)
-    values = [{"text": text, "kind": KINDS[i % 4], "score": float(rng.random())} for i, text in enumerate(texts)]
+    # keys in sorted order: stored values come back that way, and the indexed text follows key order
+    values = [{"kind": KINDS[i % 4], "score": float(rng.random()), "text": text} for i, text in enumerate(texts)]
     if n >= 1_000_000:
         rng = np.random.default_rng(1)
         centres = rng.normal(size=(2000, embedder.dim)).astype(np.float32)
