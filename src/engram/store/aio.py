@@ -11,9 +11,8 @@ from engram.objects import Commit
 from engram.store import _validate
 from engram.store.item import Item, SearchResults
 from engram.store.memory import Memory
-from engram.store.ops import NOT_PROVIDED, GetOp, ListNamespacesOp, Op, PutOp, SearchOp
+from engram.store.ops import NOT_PROVIDED, GetOp, ListNamespacesOp, Mode, Op, PutOp, SearchOp
 from engram.store.ranking import Profile
-from engram.store.search import Mode
 
 
 class Coalescer:

@@ -20,10 +20,10 @@ from engram.repo import Repository
 from engram.store import _validate
 from engram.store.indexing import IndexPool
 from engram.store.item import Item, SearchResults
-from engram.store.ops import NOT_PROVIDED, GetOp, ListNamespacesOp, Op, PutOp, SearchOp, TTLConfig
+from engram.store.ops import NOT_PROVIDED, GetOp, ListNamespacesOp, Mode, Op, PutOp, SearchOp, TTLConfig
 from engram.store.ranking import Profile
 from engram.store.reader import Reader
-from engram.store.search import Mode, Overlay
+from engram.store.search import Overlay
 from engram.store.versioning import Ref, Versioned
 from engram.tree import get
 

@@ -8,6 +8,8 @@ from typing import Any, Literal, TypedDict
 
 from engram.store.ranking import Profile
 
+Mode = Literal["hybrid", "semantic", "keyword"]
+
 
 class _NotProvided:
     """Marks an argument left out (``ttl`` not given means the store's default TTL)."""
@@ -64,7 +66,7 @@ class SearchOp:
     filter: Mapping[str, Any] | None = None
     limit: int = 10
     offset: int = 0
-    mode: Literal["hybrid", "semantic", "keyword"] | None = None
+    mode: Mode | None = None
     profile: str | Profile = "similarity"
     explain: bool = False
     min_score: float | None = None

@@ -13,8 +13,9 @@ from engram.objects import Record, decode_record
 from engram.repo import Repository
 from engram.store import _validate
 from engram.store.item import Item, SearchResults
+from engram.store.ops import Mode, SearchOp
 from engram.store.ranking import Profile
-from engram.store.search import Mode, Overlay, SearchRequest, execute
+from engram.store.search import Overlay, execute
 from engram.tree import count, get, iter_entries
 
 
@@ -51,7 +52,7 @@ class Reader:
         value's fields; ``profile`` mixes in confidence and recency; ``explain=True`` adds each signal's
         score to every result.
         """
-        request = SearchRequest(
+        request = SearchOp(
             _validate.namespace(namespace_prefix, allow_empty=True),
             query,
             filter,

@@ -8,9 +8,8 @@ corpus statistics, so a search in the past returns what an index built from that
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -21,37 +20,25 @@ from engram.index.docs import NEVER, Doc, DocIndex, confidence_of
 from engram.index.keyword import Stats, bm25
 from engram.store.filters import compile_filter, matches
 from engram.store.item import Item, SearchItem, SearchResults
-from engram.store.ranking import Profile, get_profile
+from engram.store.ops import SearchOp
+from engram.store.ranking import get_profile
 
-Mode = Literal["hybrid", "semantic", "keyword"]
 MODES = ("hybrid", "semantic", "keyword")
 #: Weight of the keyword signal in hybrid fusion (the vector signal gets the rest); see docs/search.md.
 KEYWORD_WEIGHT = 0.7
 
 
-@dataclass(frozen=True, slots=True)
-class SearchRequest:
-    """What to search (a validated ``SearchOp``)."""
-
-    namespace_prefix: tuple[str, ...]
-    query: str | None = None
-    filter: Mapping[str, Any] | None = None
-    limit: int = 10
-    offset: int = 0
-    mode: Mode | None = None
-    profile: str | Profile = "similarity"
-    explain: bool = False
-    min_score: float | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.limit, int) or self.limit < 0:
-            raise InvalidInputError(f"limit must be a non-negative integer, got {self.limit!r}")
-        if not isinstance(self.offset, int) or self.offset < 0:
-            raise InvalidInputError(f"offset must be a non-negative integer, got {self.offset!r}")
-        if self.mode is not None and self.mode not in MODES:
-            raise InvalidInputError(f"unknown search mode {self.mode!r}: use hybrid, semantic or keyword")
-        if self.query is not None and not isinstance(self.query, str):
-            raise InvalidInputError(f"query must be a string, got {type(self.query).__name__}")
+def check(request: SearchOp) -> SearchOp:
+    """Validate a search operation; return it."""
+    if not isinstance(request.limit, int) or request.limit < 0:
+        raise InvalidInputError(f"limit must be a non-negative integer, got {request.limit!r}")
+    if not isinstance(request.offset, int) or request.offset < 0:
+        raise InvalidInputError(f"offset must be a non-negative integer, got {request.offset!r}")
+    if request.mode is not None and request.mode not in MODES:
+        raise InvalidInputError(f"unknown search mode {request.mode!r}: use hybrid, semantic or keyword")
+    if request.query is not None and not isinstance(request.query, str):
+        raise InvalidInputError(f"query must be a string, got {type(request.query).__name__}")
+    return request
 
 
 class Overlay:
@@ -142,8 +129,9 @@ class _Corpus:
         return np.concatenate([head, np.asarray(self.overlay.vectors(self.index) @ query, dtype=np.float32)])
 
 
-def execute(index: DocIndex, request: SearchRequest, now_ms: int, overlay: Overlay | None = None) -> SearchResults:
+def execute(index: DocIndex, request: SearchOp, now_ms: int, overlay: Overlay | None = None) -> SearchResults:
     """Run a search against an index (and overlay) at time ``now_ms``."""
+    check(request)
     compiled = compile_filter(request.filter)
     with index.lock:
         corpus = _Corpus(index, overlay, request.namespace_prefix, now_ms)
@@ -182,7 +170,7 @@ def fuse(
     return sim, kw_norm, cos_norm
 
 
-def _ranked(index: DocIndex, corpus: _Corpus, request: SearchRequest, compiled: Any, now_ms: int) -> SearchResults:
+def _ranked(index: DocIndex, corpus: _Corpus, request: SearchOp, compiled: Any, now_ms: int) -> SearchResults:
     requested: str = request.mode or ("hybrid" if index.embedder is not None else "keyword")
     mode, degraded = requested, None
     qvec: npt.NDArray[np.float32] | None = None
@@ -276,7 +264,7 @@ def _page(
     order: Iterator[int],
     scores: npt.NDArray[np.float32] | None,
     compiled: Any,
-    request: SearchRequest,
+    request: SearchOp,
     explain: Any = None,
 ) -> list[SearchItem]:
     out: list[SearchItem] = []
@@ -310,4 +298,4 @@ def _search_item(doc: Doc, score: float | None, explain: dict[str, Any] | None) 
     )
 
 
-__all__ = ["KEYWORD_WEIGHT", "NEVER", "Overlay", "SearchRequest", "execute"]
+__all__ = ["KEYWORD_WEIGHT", "NEVER", "Overlay", "check", "execute"]
