@@ -289,3 +289,16 @@ def _raw_items(mem: Memory, ref: str) -> list[tuple[Any, bytes]]:
         item = view.get(ns, key)
         out.append((item, data))
     return out
+
+
+def test_index_pools_do_not_outlive_their_handles() -> None:
+    import gc
+    import weakref
+
+    mem = engram.open(":memory:", embedder=None)
+    second = Memory(mem.repo)
+    assert second.pool is mem.pool  # handles on one repository share its indexes
+    repo_ref = weakref.ref(mem.repo)
+    del mem, second
+    gc.collect()
+    assert repo_ref() is None

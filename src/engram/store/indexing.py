@@ -26,7 +26,9 @@ OVERLAY_MIN = 2_000
 OVERLAY_SHARE = 0.05
 TEMP_INDEXES = 2
 
-_POOLS: weakref.WeakKeyDictionary[Repository, IndexPool] = weakref.WeakKeyDictionary()
+# id(repo) -> its pool, for as long as some handle keeps the pool (and so the repository) alive. Keyed
+# by id, not weakly by the repository: a pool refers to its repository, so a weak key would never die.
+_POOLS: weakref.WeakValueDictionary[int, IndexPool] = weakref.WeakValueDictionary()
 
 
 class IndexPool:
@@ -48,12 +50,13 @@ class IndexPool:
         self._temp: OrderedDict[ChunkId, DocIndex] = OrderedDict()
         self._overlays: OrderedDict[tuple[ChunkId, ChunkId], Overlay] = OrderedDict()
         self._lock = threading.Lock()
-        _POOLS[repo] = self
+        _POOLS[id(repo)] = self
 
     @classmethod
     def for_repository(cls, repo: Repository) -> IndexPool:
         """The pool registered for ``repo``, or a keyword-only one."""
-        return _POOLS.get(repo) or cls(repo)
+        found = _POOLS.get(id(repo))
+        return found if found is not None and found.repo is repo else cls(repo)
 
     def _new(self) -> DocIndex:
         return DocIndex(self.repo.nodes, fields=self.fields, embedder=self.embedder, cache=self.cache)
