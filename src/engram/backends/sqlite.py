@@ -60,6 +60,7 @@ class SqliteDatabase:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
+        self._stop = threading.Event()
         try:
             self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
             self._wal(timeout)
@@ -68,26 +69,15 @@ class SqliteDatabase:
             self._conn.executescript(_SCHEMA)
         except sqlite3.Error as exc:
             raise StorageError(f"cannot open SQLite store at {self.path}: {exc}") from exc
-        self._stop = threading.Event()
         self._checkpointer: threading.Thread | None = None
         if self.path != ":memory:":
-            self._checkpointer = threading.Thread(target=self._checkpoint_loop, name="engram-checkpoint", daemon=True)
+            self._checkpointer = threading.Thread(
+                target=_checkpoint_loop,
+                args=(self.path, self._stop, self.CHECKPOINT_BYTES),
+                name="engram-checkpoint",
+                daemon=True,
+            )
             self._checkpointer.start()
-
-    def _checkpoint_loop(self) -> None:
-        wal = Path(self.path + "-wal")
-        conn: sqlite3.Connection | None = None
-        try:
-            while not self._stop.wait(0.5):
-                try:
-                    if wal.exists() and wal.stat().st_size > self.CHECKPOINT_BYTES:
-                        conn = conn or sqlite3.connect(self.path, timeout=5.0, isolation_level=None)
-                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                except (OSError, sqlite3.Error):
-                    continue  # busy or gone: the next round (or SQLite's backstop) will do it
-        finally:
-            if conn is not None:
-                conn.close()
 
     def _wal(self, timeout: float) -> None:
         """Switch to WAL. SQLite refuses at once (no busy wait) while another process creates the
@@ -117,6 +107,9 @@ class SqliteDatabase:
                     if self._conn.in_transaction:
                         self._conn.execute("ROLLBACK")
                 raise StorageError(f"SQLite store {self.path}: {exc}") from exc
+
+    def __del__(self) -> None:
+        self._stop.set()
 
     def close(self) -> None:
         """Stop the checkpoint thread and close the connection."""
@@ -320,6 +313,26 @@ class SqliteRefStore(RefStore):
 #: Chunks at least this large are compressed: smaller ones fit a 4 KB page anyway, so compressing
 #: them would cost time on every commit and save little space.
 COMPRESS_FROM = 3072
+
+
+def _checkpoint_loop(path: str, stop: threading.Event, threshold: int) -> None:
+    """Copy the write-ahead log into the database whenever it has grown past ``threshold`` bytes.
+
+    A free function (not a method) so the thread does not keep its database object alive.
+    """
+    wal = Path(path + "-wal")
+    conn: sqlite3.Connection | None = None
+    try:
+        while not stop.wait(0.5):
+            try:
+                if wal.exists() and wal.stat().st_size > threshold:
+                    conn = conn or sqlite3.connect(path, timeout=5.0, isolation_level=None)
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            except (OSError, sqlite3.Error):
+                continue  # busy or gone: the next round (or SQLite's backstop) will do it
+    finally:
+        if conn is not None:
+            conn.close()
 
 
 def _pack(data: bytes) -> tuple[bytes, int]:
