@@ -302,3 +302,9 @@ def test_index_pools_do_not_outlive_their_handles() -> None:
     del mem, second
     gc.collect()
     assert repo_ref() is None
+
+
+def test_a_single_match_scores_in_full(smem: Memory) -> None:
+    smem.put(NS, "only", {"text": "dark mode"})
+    hit = smem.search(NS, "dark mode")[0]
+    assert hit.score is not None and hit.score > 0.9

@@ -147,12 +147,12 @@ def _listing_order(corpus: _Corpus, want: int) -> Iterator[int]:
 
 
 def _min_max(values: npt.NDArray[np.float32], cand: npt.NDArray[np.bool_]) -> npt.NDArray[np.float32]:
-    """Scale to [0, 1] over the candidates (all zeros when they are all equal)."""
+    """Scale to [0, 1] over the candidates (when they are all equal: 1 where positive, else 0)."""
     if not cand.any():
         return np.zeros_like(values)
     low, high = float(values[cand].min()), float(values[cand].max())
-    if high <= low:
-        return np.zeros_like(values)
+    if high <= low:  # one candidate, or all tied: a positive signal counts in full
+        return np.asarray(values > 0, dtype=np.float32) if high > 0 else np.zeros_like(values)
     return np.asarray(np.clip((values - low) / (high - low), 0.0, 1.0), dtype=np.float32)
 
 

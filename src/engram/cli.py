@@ -1,0 +1,274 @@
+"""The ``engram`` command line: one library call per command, rich output, ``--json`` for machines.
+
+Reads ``--store URL`` or the ``ENGRAM_STORE`` environment variable (default ``./.engram``). A user
+mistake prints one line to stderr and exits 1; it never shows a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.progress import Progress
+
+from engram.errors import EngramError
+from engram.objects import Commit
+from engram.store import Memory
+from engram.store import open as open_store
+
+F = TypeVar("F", bound=Callable[..., Any])
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+def _store(ctx: click.Context) -> Memory:
+    opts = ctx.find_root().params
+    if "memory" not in ctx.obj:
+        url = opts.get("store") or os.environ.get("ENGRAM_STORE")
+        ctx.obj["memory"] = open_store(url, branch=opts.get("branch") or "main", embedder=opts.get("embedder"))
+    memory: Memory = ctx.obj["memory"]
+    return memory
+
+
+def _friendly(fn: F) -> F:
+    """Turn engram's errors (user mistakes) into one red line and exit status 1."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (EngramError, NotImplementedError) as exc:
+            err.print(f"[red]error:[/red] {exc}")
+            sys.exit(1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _ns(text: str) -> tuple[str, ...]:
+    return tuple(part for part in text.split("/") if part) if text else ()
+
+
+def _when(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _emit(data: Any) -> None:
+    out.print_json(json.dumps(data, default=str))
+
+
+def _commit_dict(c: Commit) -> dict[str, Any]:
+    return {"id": c.id.hex(), "parents": [p.hex() for p in c.parents], "time": _when(c.time), "author": c.author,
+            "message": c.message}  # fmt: skip
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--store", envvar="ENGRAM_STORE", help="Store URL: a directory, sqlite:///file.db or :memory: (default ./.engram)."
+)
+@click.option("--branch", default="main", show_default=True, help="Branch to read and write.")
+@click.option("--embedder", default="minilm", show_default=True, help="minilm, hashing, or openai:<model>@<base url>.")
+@click.pass_context
+def cli(ctx: click.Context, store: str | None, branch: str, embedder: str) -> None:
+    """engram: versioned, searchable memory for AI agents.
+
+    \b
+    Examples:
+      engram put users/alice prefs '{"theme": "dark"}'
+      engram search users "dark mode" --explain
+      engram log
+      engram diff HEAD~1 HEAD
+      engram get users/alice prefs --at main@{2026-11-20T11:15:00Z}
+    """
+    ctx.ensure_object(dict)
+
+
+@cli.command()
+@click.pass_context
+@_friendly
+def init(ctx: click.Context) -> None:
+    """Create the store (if needed) and show its branches."""
+    mem = _store(ctx)
+    out.print(f"store ready on branch [bold]{mem.branch}[/bold]; branches: {', '.join(mem.branches())}")
+
+
+@cli.command()
+@click.argument("namespace")
+@click.argument("key")
+@click.argument("value")
+@click.option("--author", help="Who writes this (default: engram).")
+@click.option("--message", "-m", help="Commit message.")
+@click.pass_context
+@_friendly
+def put(ctx: click.Context, namespace: str, key: str, value: str, author: str | None, message: str | None) -> None:
+    """Store VALUE (a JSON object) at NAMESPACE (a/b/c) and KEY, as one commit."""
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"VALUE is not JSON: {exc}") from None
+    commit = _store(ctx).put(_ns(namespace), key, parsed, author=author, message=message)
+    out.print(f"[green]{commit.short_id}[/green] {commit.message}")
+
+
+@cli.command()
+@click.argument("namespace")
+@click.argument("key")
+@click.option("--at", "at", help="Read as of a ref: branch, tag, commit, HEAD~n, main@{time}.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@_friendly
+def get(ctx: click.Context, namespace: str, key: str, at: str | None, as_json: bool) -> None:
+    """Print the item at NAMESPACE and KEY."""
+    mem = _store(ctx)
+    item = (mem.at(at) if at else mem).get(_ns(namespace), key)
+    if item is None:
+        err.print(f"[red]error:[/red] no item {namespace}/{key}" + (f" at {at}" if at else ""))
+        sys.exit(1)
+    _emit(item.dict() if as_json else item.value)
+
+
+@cli.command()
+@click.argument("namespace")
+@click.argument("key")
+@click.pass_context
+@_friendly
+def rm(ctx: click.Context, namespace: str, key: str) -> None:
+    """Delete the item at NAMESPACE and KEY, as one commit."""
+    commit = _store(ctx).delete(_ns(namespace), key)
+    out.print(f"[green]{commit.short_id}[/green] {commit.message}")
+
+
+@cli.command()
+@click.argument("namespace", default="")
+@click.argument("query", required=False)
+@click.option("--filter", "filter_", help='MongoDB-style JSON filter, e.g. \'{"kind": "pref"}\'.')
+@click.option("--limit", default=10, show_default=True)
+@click.option("--mode", type=click.Choice(["hybrid", "semantic", "keyword"]))
+@click.option("--profile", default="similarity", show_default=True, help="similarity, balanced, recent or quality.")
+@click.option("--explain", is_flag=True, help="Show each signal's score.")
+@click.option("--at", "at", help="Search the memory as of a ref.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@_friendly
+def search(ctx: click.Context, namespace: str, query: str | None, filter_: str | None, limit: int, mode: str | None,
+           profile: str, explain: bool, at: str | None, as_json: bool) -> None:  # fmt: skip
+    """Search under NAMESPACE for QUERY (without QUERY: list newest first)."""
+    spec = json.loads(filter_) if filter_ else None
+    mem = _store(ctx)
+    reader = mem.at(at) if at else mem
+    results = reader.search(_ns(namespace), query, filter=spec, limit=limit, mode=mode, profile=profile,  # type: ignore[arg-type]
+                            explain=explain)  # fmt: skip
+    if as_json:
+        _emit({"mode": results.mode, "degraded": results.degraded, "items": [r.dict() for r in results]})
+        return
+    if results.degraded:
+        err.print(f"[yellow]note:[/yellow] {results.degraded}")
+    for r in results:
+        score = "" if r.score is None else f"{r.score:.3f} "
+        out.print(f"{score}[cyan]{'/'.join(r.namespace)}/{r.key}[/cyan] {json.dumps(r.value)}")
+        if explain and r.explain:
+            out.print(f"      {json.dumps({k: v for k, v in r.explain.items() if k != 'weights'})}")
+
+
+@cli.command()
+@click.option("--prefix", default="", help="Only namespaces under a/b.")
+@click.option("--max-depth", type=int)
+@click.option("--at", "at", help="As of a ref.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@_friendly
+def ls(ctx: click.Context, prefix: str, max_depth: int | None, at: str | None, as_json: bool) -> None:
+    """List namespaces that hold items."""
+    mem = _store(ctx)
+    found = (mem.at(at) if at else mem).list_namespaces(prefix=_ns(prefix) or None, max_depth=max_depth, limit=10_000)
+    if as_json:
+        _emit([list(ns) for ns in found])
+        return
+    for ns in found:
+        out.print("/".join(ns))
+
+
+@cli.command()
+@click.argument("ref", default="HEAD")
+@click.option("--namespace", help="Only commits that touched a/b.")
+@click.option("--limit", "-n", type=int, default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@_friendly
+def log(ctx: click.Context, ref: str, namespace: str | None, limit: int, as_json: bool) -> None:
+    """Show commits reachable from REF, newest first (like git log --oneline --graph)."""
+    commits = _store(ctx).log(ref, namespace=_ns(namespace) if namespace else None, limit=limit)
+    if as_json:
+        _emit([_commit_dict(c) for c in commits])
+        return
+    width = max((len(c.author) for c in commits), default=0)
+    for c in commits:
+        mark = "M" if len(c.parents) > 1 else "*"
+        out.print(f"{mark} [yellow]{c.short_id}[/yellow] [dim]{_when(c.time)}[/dim] {c.author:<{width}}  {c.message}")
+
+
+@cli.command()
+@click.argument("old")
+@click.argument("new", default="HEAD")
+@click.option("--namespace", default="", help="Only items under a/b.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@_friendly
+def diff(ctx: click.Context, old: str, new: str, namespace: str, as_json: bool) -> None:
+    """Show items that differ between versions OLD and NEW (like git diff --stat)."""
+    changes = _store(ctx).diff(old, new, namespace=_ns(namespace))
+    if as_json:
+        rows = [
+            {"namespace": list(c.namespace), "key": c.key, "kind": c.kind,
+             "old": c.old.value if c.old else None, "new": c.new.value if c.new else None}
+            for c in changes
+        ]  # fmt: skip
+        _emit(rows)
+        return
+    signs = {"added": "[green]+[/green]", "removed": "[red]-[/red]", "modified": "[yellow]~[/yellow]"}
+    for c in changes:
+        out.print(f" {signs[c.kind]} {'/'.join(c.namespace)}/{c.key}")
+    counts = {kind: sum(1 for c in changes if c.kind == kind) for kind in signs}
+    out.print(f" {len(changes)} items changed: {counts['added']} added, {counts['modified']} modified, "
+              f"{counts['removed']} removed")  # fmt: skip
+
+
+@cli.command()
+@click.pass_context
+@_friendly
+def fsck(ctx: click.Context) -> None:
+    """Check every reachable chunk exists and hashes right."""
+    report = _store(ctx).fsck()
+    out.print(f"{report.commits} commits, {report.nodes} tree nodes: " + ("[green]ok[/green]" if report.ok else
+              f"[red]{len(report.missing)} missing, {len(report.corrupt)} corrupt[/red]"))  # fmt: skip
+    if not report.ok:
+        sys.exit(2)
+
+
+@cli.command()
+@click.pass_context
+@_friendly
+def reindex(ctx: click.Context) -> None:
+    """Rebuild the branch's search index from scratch, re-embedding what the vector cache lacks
+    (after a model change); shows a progress bar."""
+    mem = _store(ctx)
+    total = mem.count()
+    with Progress(console=err, transient=True) as progress:
+        task = progress.add_task("indexing", total=total)
+        done = mem.reindex(progress=lambda n: progress.advance(task, n))
+    out.print(f"indexed {done} items on branch {mem.branch}")
+
+
+def main() -> None:
+    """Entry point of the ``engram`` console script."""
+    cli(obj={})
+
+
+if __name__ == "__main__":
+    main()
