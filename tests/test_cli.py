@@ -70,3 +70,22 @@ def test_cli_runs_as_a_subprocess(tmp_path: Path) -> None:
     subprocess.run([*exe, "put", "n", "k", '{"v": 1}'], check=True, env=env, capture_output=True)
     done = subprocess.run([*exe, "get", "n", "k"], check=True, env=env, capture_output=True, text=True)
     assert json.loads(done.stdout) == {"v": 1}
+
+
+def test_cli_branch_tag_merge_revert_reset_history(run) -> None:  # type: ignore[no-untyped-def]
+    run("put", "n", "k", '{"v": 1}')
+    assert run("tag", "v1")[0] == 0 and "v1" in run("tag")[1]
+    assert run("branch", "fix", "--at", "v1")[0] == 0 and "fix" in run("branch")[1]
+    assert run("--branch", "fix", "put", "n", "fix", '{"v": 2}')[0] == 0
+    code, out = run("merge", "fix")
+    assert code == 0 and "merge fix into main" in out
+    code, out = run("history", "n", "fix", "--json")
+    assert [v["value"] for v in json.loads(out)] == [{"v": 2}]
+    code, out = run("show", "--json")
+    assert json.loads(out)["message"] == "merge fix into main" and len(json.loads(out)["parents"]) == 2
+    assert run("revert", "HEAD~1")[0] == 0  # undo the first put on main
+    assert run("get", "n", "k")[0] == 1 and run("get", "n", "fix")[0] == 0
+    assert run("reset", "v1")[0] == 0
+    assert run("get", "n", "fix")[0] == 1
+    assert "removed" in run("gc")[1]
+    assert run("branch", "fix", "-d")[0] == 0

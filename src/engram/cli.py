@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import click
@@ -237,6 +237,122 @@ def diff(ctx: click.Context, old: str, new: str, namespace: str, as_json: bool) 
     counts = {kind: sum(1 for c in changes if c.kind == kind) for kind in signs}
     out.print(f" {len(changes)} items changed: {counts['added']} added, {counts['modified']} modified, "
               f"{counts['removed']} removed")  # fmt: skip
+
+
+@cli.command()
+@click.argument("ref", default="HEAD")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@_friendly
+def show(ctx: click.Context, ref: str, as_json: bool) -> None:
+    """Show one commit and the items it changed."""
+    details = _store(ctx).show(ref)
+    if as_json:
+        _emit({**_commit_dict(details.commit), "changes": [
+            {"namespace": list(c.namespace), "key": c.key, "kind": c.kind} for c in details.changes]})  # fmt: skip
+        return
+    c = details.commit
+    out.print(f"[yellow]commit {c.id.hex()}[/yellow]\nauthor {c.author}\ndate   {_when(c.time)}\n\n    {c.message}\n")
+    for change in details.changes:
+        out.print(f" {change.kind:<8} {'/'.join(change.namespace)}/{change.key}")
+
+
+@cli.command()
+@click.argument("namespace")
+@click.argument("key")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@_friendly
+def history(ctx: click.Context, namespace: str, key: str, as_json: bool) -> None:
+    """Every version of one item with the commit that made it (blame)."""
+    versions = _store(ctx).history(_ns(namespace), key)
+    if as_json:
+        _emit([{**_commit_dict(v.commit), "value": v.item.value if v.item else None} for v in versions])
+        return
+    for v in versions:
+        shown = json.dumps(v.item.value) if v.item else "[red](deleted)[/red]"
+        out.print(f"[yellow]{v.commit.short_id}[/yellow] [dim]{_when(v.commit.time)}[/dim] {v.commit.author}: {shown}")
+
+
+@cli.command()
+@click.argument("name", required=False)
+@click.option("--at", "at", default="HEAD", show_default=True, help="Where a new branch starts.")
+@click.option("--delete", "-d", is_flag=True, help="Delete branch NAME.")
+@click.pass_context
+@_friendly
+def branch(ctx: click.Context, name: str | None, at: str, delete: bool) -> None:
+    """List branches, create branch NAME at a ref, or delete it (-d)."""
+    mem = _store(ctx)
+    if name is None:
+        for b, cid in mem.branches().items():
+            out.print(f"{'*' if b == mem.branch else ' '} {b} [yellow]{cid[:10]}[/yellow]")
+    elif delete:
+        mem.delete_branch(name)
+        out.print(f"deleted branch {name}")
+    else:
+        mem.create_branch(name, at)
+        out.print(f"created branch {name} at {mem.resolve(at).short_id}")
+
+
+@cli.command()
+@click.argument("name", required=False)
+@click.option("--at", "at", default="HEAD", show_default=True, help="The version to name.")
+@click.pass_context
+@_friendly
+def tag(ctx: click.Context, name: str | None, at: str) -> None:
+    """List tags, or name the version --at (default HEAD) NAME."""
+    mem = _store(ctx)
+    if name is None:
+        for t, cid in mem.tags().items():
+            out.print(f"{t} [yellow]{cid[:10]}[/yellow]")
+        return
+    mem.tag(name, at)
+    out.print(f"tagged {mem.resolve(name).short_id} as {name}")
+
+
+@cli.command()
+@click.argument("source")
+@click.option("--strategy", type=click.Choice(["fail", "ours", "theirs", "newest"]), default="fail", show_default=True)
+@click.pass_context
+@_friendly
+def merge(ctx: click.Context, source: str, strategy: str) -> None:
+    """Merge branch or version SOURCE into --branch with a two-parent commit."""
+    commit = _store(ctx).merge(source, strategy=strategy)  # type: ignore[arg-type]
+    out.print(f"[green]{commit.short_id}[/green] {commit.message}")
+
+
+@cli.command()
+@click.argument("ref")
+@click.option("--strategy", type=click.Choice(["fail", "ours", "theirs", "newest"]), default="fail", show_default=True)
+@click.pass_context
+@_friendly
+def revert(ctx: click.Context, ref: str, strategy: str) -> None:
+    """Undo what commit REF changed, with a new commit."""
+    commit = _store(ctx).revert(ref, strategy=strategy)  # type: ignore[arg-type]
+    out.print(f"[green]{commit.short_id}[/green] {commit.message}")
+
+
+@cli.command()
+@click.argument("ref")
+@click.pass_context
+@_friendly
+def reset(ctx: click.Context, ref: str) -> None:
+    """Move --branch to version REF (the old head stays in the reflog)."""
+    mem = _store(ctx)
+    mem.reset(ref)
+    out.print(f"{mem.branch} is now at {mem.head.short_id}")
+
+
+@cli.command()
+@click.option("--keep-reflog-days", type=float, help="First drop reflog entries older than this.")
+@click.pass_context
+@_friendly
+def gc(ctx: click.Context, keep_reflog_days: float | None) -> None:
+    """Delete chunks no ref or reflog entry reaches (chunks younger than 10 minutes are kept)."""
+    keep = None if keep_reflog_days is None else timedelta(days=keep_reflog_days)
+    with err.status("collecting garbage"):
+        report = _store(ctx).gc(keep)
+    out.print(f"removed {report.removed} chunks, kept {report.kept}, pruned {report.reflog_pruned} reflog entries")
 
 
 @cli.command()

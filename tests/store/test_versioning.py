@@ -319,3 +319,13 @@ def test_gc_during_a_commit_keeps_the_new_chunks(repo: Repository) -> None:
     repo.refs.set = real_set  # type: ignore[method-assign]
     assert reports and mem.fsck().ok
     assert value(mem, "y") == {"v": 2}
+
+
+def test_history_credits_the_commit_not_the_merge(mem: Memory) -> None:
+    mem.put(NS, "base", {"v": 0})
+    mem.create_branch("side")
+    side = mem.handle("side")
+    made = side.put(NS, "k", {"v": "side"})
+    mem.put(NS, "other", {"v": 1})
+    mem.merge("side")
+    assert [v.commit.id for v in mem.history(NS, "k")] == [made.id]

@@ -90,14 +90,18 @@ class Versioned:
             yield _item_change(change)
 
     def history(self, namespace: Sequence[str], key: str, ref: Ref = "HEAD") -> list[Version]:
-        """Every version of one item, newest first, each with the commit that made it (blame)."""
+        """Every version of one item, newest first, each with the commit that made it (blame).
+
+        A merge commit is listed only when the item differs from every parent (it resolved a
+        conflict); otherwise the version is credited to the commit that made it on its branch.
+        """
         ns, k = _validate.namespace(namespace), _validate.key(key)
         raw = codec.encode_key(ns, k)
         versions: list[Version] = []
         for commit in self.repo.iter_log(self.repo.resolve(ref, self._branch)):
             now = get(self.repo.nodes, commit.tree, raw)
-            parent = get(self.repo.nodes, self.repo.commit(commit.parents[0]).tree, raw) if commit.parents else None
-            if now != parent:
+            before = [get(self.repo.nodes, self.repo.commit(p).tree, raw) for p in commit.parents] or [None]
+            if now not in before:  # a merge that took this version from one side did not make it
                 item = None if now is None else Item.from_record(ns, k, decode_record(now))
                 versions.append(Version(commit, item))
         return versions
