@@ -51,6 +51,15 @@ def _friendly(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+_strategy = click.option(
+    "--strategy",
+    type=click.Choice(["fail", "ours", "theirs", "newest"]),
+    default="fail",
+    show_default=True,
+    help="How to decide items both sides changed (fail writes nothing and lists them).",
+)
+
+
 def _ns(text: str) -> tuple[str, ...]:
     return tuple(part for part in text.split("/") if part) if text else ()
 
@@ -312,7 +321,7 @@ def tag(ctx: click.Context, name: str | None, at: str) -> None:
 
 @cli.command()
 @click.argument("source")
-@click.option("--strategy", type=click.Choice(["fail", "ours", "theirs", "newest"]), default="fail", show_default=True)
+@_strategy
 @click.pass_context
 @_friendly
 def merge(ctx: click.Context, source: str, strategy: str) -> None:
@@ -323,7 +332,7 @@ def merge(ctx: click.Context, source: str, strategy: str) -> None:
 
 @cli.command()
 @click.argument("ref")
-@click.option("--strategy", type=click.Choice(["fail", "ours", "theirs", "newest"]), default="fail", show_default=True)
+@_strategy
 @click.pass_context
 @_friendly
 def revert(ctx: click.Context, ref: str, strategy: str) -> None:
