@@ -7,6 +7,7 @@ mistake prints one line to stderr and exits 1; it never shows a traceback.
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import os
 import sys
@@ -77,7 +78,28 @@ def _commit_dict(c: Commit) -> dict[str, Any]:
             "message": c.message}  # fmt: skip
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyGroup(click.Group):
+    """A group whose heavier commands (server, MCP) are imported only when invoked or listed."""
+
+    LAZY = {
+        "serve": "engram.server.command:serve",
+        "keys": "engram.server.command:keys",
+        "mcp": "engram.mcp:command",
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.LAZY])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = self.LAZY.get(cmd_name)
+        if target is None:
+            return super().get_command(ctx, cmd_name)
+        module, _, name = target.partition(":")
+        command: click.Command = getattr(importlib.import_module(module), name)
+        return command
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--store", envvar="ENGRAM_STORE", help="Store URL: a directory, sqlite:///file.db or :memory: (default ./.engram)."
 )

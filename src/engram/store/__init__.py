@@ -1,7 +1,7 @@
 """The memory API (DESIGN.md §6): items, the versioning verbs, read-only views of the past."""
 
 from engram.store.aio import AsyncMemory
-from engram.store.connect import aopen, open, open_repository
+from engram.store.connect import aopen, open, open_repository, tenant_url
 from engram.store.item import CommitDetails, Item, ItemChange, ItemConflict, SearchItem, SearchResults, Version
 from engram.store.memory import Memory, Transaction
 from engram.store.ops import GetOp, ListNamespacesOp, PutOp, SearchOp, TTLConfig
@@ -29,4 +29,5 @@ __all__ = [
     "aopen",
     "open",
     "open_repository",
+    "tenant_url",
 ]

@@ -21,6 +21,26 @@ DEFAULT_DIR = ".engram"
 DB_NAME = "engram.db"
 
 
+def tenant_url(url: str | None, tenant: str) -> str:
+    """The store URL of one tenant's repository, derived from a server's base store URL.
+
+    Tenants never share a repository: on SQLite each tenant gets its own file under
+    ``<store dir>/tenants/<tenant>/``; in memory, its own store (``:memory:`` again, opened afresh);
+    on PostgreSQL, its own repository id (``?repo=<tenant>``).
+
+    Examples:
+        >>> tenant_url("/srv/engram", "acme")
+        '/srv/engram/tenants/acme/engram.db'
+    """
+    if not tenant or not all(ch.isalnum() or ch in "-_" for ch in tenant):
+        raise ConfigError(f"invalid tenant name {tenant!r}: use letters, digits, '-' and '_'")
+    if url == ":memory:":
+        return url
+    if url is not None and url.startswith(("postgresql://", "postgres://")):
+        return url + ("&" if "?" in url else "?") + f"repo={tenant}"
+    return str(_sqlite_path(url).parent / "tenants" / tenant / DB_NAME)
+
+
 def open_repository(url: str | None = None) -> Repository:
     """Open (creating if needed) the repository behind a store URL (see :func:`open`)."""
     return _open(url)[0]
