@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import click
 from rich.console import Console
@@ -81,7 +81,7 @@ def _commit_dict(c: Commit) -> dict[str, Any]:
 class _LazyGroup(click.Group):
     """A group whose heavier commands (server, MCP) are imported only when invoked or listed."""
 
-    LAZY = {
+    LAZY: ClassVar[dict[str, str]] = {
         "serve": "engram.server.command:serve",
         "keys": "engram.server.command:keys",
         "mcp": "engram.mcp:command",

@@ -8,9 +8,10 @@ empty tree); it is never the source of truth.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ from engram import codec
 from engram.embed.base import Embedder
 from engram.errors import EmbedderError
 from engram.hashing import ChunkId
+from engram.index import snapshot
 from engram.index import text as analysis
 from engram.index.cache import MemoryVectorCache, VectorCache, as_array, as_blobs, text_hash
 from engram.index.keyword import KeywordIndex
@@ -42,6 +44,7 @@ class Doc:
     record: Record
     text: str
     terms: list[str]
+    data: bytes
 
     @property
     def indexed(self) -> bool:
@@ -66,9 +69,65 @@ def make_doc(key: bytes, data: bytes, fields: Sequence[str]) -> Doc:
     record = decode_record(data)
     chosen = record.extra.get("index")
     if chosen is False:
-        return Doc(key, namespace, item_key, record, "", [])
+        return Doc(key, namespace, item_key, record, "", [], data)
     text = document_text(record.value, chosen if isinstance(chosen, list) else fields)
-    return Doc(key, namespace, item_key, record, text, analysis.terms(text))
+    return Doc(key, namespace, item_key, record, text, analysis.terms(text), data)
+
+
+class DocList:
+    """Documents by slot (None where dropped). Slots restored from a snapshot keep their key and
+    encoded record in the snapshot's arrays and are decoded on first access."""
+
+    def __init__(self, fields: Sequence[str]) -> None:
+        self.fields = tuple(fields)
+        self._docs: list[Doc | None] = []
+        self._unread = np.zeros(0, dtype=bool)
+        self._blobs: dict[str, npt.NDArray[Any]] = {}
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def __getitem__(self, slot: int) -> Doc | None:
+        if slot < len(self._unread) and self._unread[slot]:
+            key, data = self.raw(slot)
+            self._docs[slot] = make_doc(key, data, self.fields)
+            self._unread[slot] = False
+        return self._docs[slot]
+
+    def append(self, doc: Doc) -> None:
+        self._docs.append(doc)
+
+    def drop(self, slot: int) -> None:
+        self._docs[slot] = None
+        if slot < len(self._unread):
+            self._unread[slot] = False
+
+    def raw(self, slot: int) -> tuple[bytes, bytes]:
+        """The tree key and encoded record of a live slot, without decoding it."""
+        found = self._docs[slot]
+        if found is not None:
+            return found.key, found.data
+        b = self._blobs
+        return _piece(b["keys"], b["key_ends"], slot), _piece(b["data"], b["data_ends"], slot)
+
+    @classmethod
+    def restore(cls, fields: Sequence[str], blobs: dict[str, npt.NDArray[Any]]) -> DocList:
+        """Documents of a snapshot, every one unread."""
+        docs = cls(fields)
+        n = len(blobs["key_ends"])
+        docs._docs = [None] * n
+        docs._unread = np.ones(n, dtype=bool)
+        docs._blobs = blobs
+        return docs
+
+
+def _piece(blob: npt.NDArray[np.uint8], ends: npt.NDArray[np.int64], i: int) -> bytes:
+    return blob[int(ends[i - 1]) if i else 0 : int(ends[i])].tobytes()
+
+
+def _packed(pieces: list[bytes]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
+    ends = np.cumsum([len(p) for p in pieces], dtype=np.int64) if pieces else np.zeros(0, dtype=np.int64)
+    return np.frombuffer(b"".join(pieces), dtype=np.uint8), ends
 
 
 def _grow(array: npt.NDArray[Any], size: int, fill: Any = 0) -> npt.NDArray[Any]:
@@ -95,8 +154,9 @@ class DocIndex:
         self.embedder = embedder
         self.cache: VectorCache = cache if cache is not None else MemoryVectorCache()
         self.root: ChunkId | None = None
-        self.docs: list[Doc | None] = []
+        self.docs = DocList(self.fields)
         self.slot_of: dict[bytes, int] = {}
+        self.hashes = np.zeros((1024, 32), dtype=np.uint8)  # text hash per slot, for the vector cache
         self.namespaces: dict[tuple[str, ...], int] = {}
         self.ns_ids = np.zeros(1024, dtype=np.int32)
         self.updated = np.zeros(1024, dtype=np.int64)
@@ -108,6 +168,7 @@ class DocIndex:
         self.vectors = VectorIndex(embedder.dim) if embedder is not None else None
         self.pending: set[int] = set()
         self.vector_error: str | None = None
+        self.unsaved = 0  # documents changed since the last snapshot
         self._queries: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
         self.lock = threading.RLock()
 
@@ -146,6 +207,7 @@ class DocIndex:
                 if data is not None:
                     self._add(make_doc(key, data, self.fields))
                 done += 1
+                self.unsaved += 1
                 if progress is not None and done % 1000 == 0:
                     progress(1000)
             if progress is not None and done % 1000:
@@ -163,6 +225,10 @@ class DocIndex:
         self.confidence = _grow(self.confidence, size)
         self.alive = _grow(self.alive, size, False)
         self.indexed = _grow(self.indexed, size, False)
+        if len(self.hashes) < size:
+            grown = np.zeros((max(size, 2 * len(self.hashes)), 32), dtype=np.uint8)
+            grown[: len(self.hashes)] = self.hashes
+            self.hashes = grown
         self.ns_ids[slot] = self.namespaces.setdefault(doc.namespace, len(self.namespaces))
         self.updated[slot] = doc.record.updated_at
         self.expires[slot] = NEVER if doc.record.expires_at is None else doc.record.expires_at
@@ -172,25 +238,30 @@ class DocIndex:
         if doc.indexed:
             self.keyword.add(slot, doc.terms)
             if self.vectors is not None:
+                self.hashes[slot] = np.frombuffer(text_hash(doc.text), dtype=np.uint8)
                 self.pending.add(slot)
 
     def _drop(self, slot: int) -> None:
-        self.docs[slot] = None
+        if self.indexed[slot]:
+            doc = self.docs[slot]
+            assert doc is not None
+            self.keyword.remove(slot, Counter(doc.terms))
+        self.docs.drop(slot)
         self.alive[slot] = False
         self.indexed[slot] = False
-        self.keyword.remove(slot)
         self.pending.discard(slot)
         if self.vectors is not None:
             self.vectors.clear(slot)
 
     def _rebuild(self) -> None:
-        live = [d for d in self.docs if d is not None]
-        embedder, cache, fields, root = self.embedder, self.cache, self.fields, self.root
+        live = [self.docs[s] for s in np.flatnonzero(self.alive[: self.size]).tolist()]
+        embedder, cache, fields, root, unsaved = self.embedder, self.cache, self.fields, self.root, self.unsaved
         self.__init__(self.nodes, fields=fields, embedder=embedder, cache=cache)  # type: ignore[misc]
         for doc in live:
+            assert doc is not None
             self._add(doc)
         self.embed_pending()
-        self.root = root
+        self.root, self.unsaved = root, unsaved
 
     def vectors_for(self, texts: Sequence[str]) -> list[npt.NDArray[np.float32]]:
         """Vectors of texts through the cache, embedding (in batches) only the texts it lacks."""
@@ -226,15 +297,26 @@ class DocIndex:
         """Give every indexed slot a vector; on embedder failure keep them pending and say why."""
         if self.vectors is None or not self.pending:
             return
-        slots = sorted(self.pending)
-        texts = [doc.text if (doc := self.docs[s]) is not None else "" for s in slots]
+        assert self.embedder is not None
+        slots = np.array(sorted(self.pending), dtype=np.int64)
+        hashes = [h.tobytes() for h in self.hashes[slots]]
+        found = self.cache.get_many(self.embedder.model_id, set(hashes))
+        have = np.array([h in found for h in hashes], dtype=bool)
+        if have.any():
+            joined = b"".join([found[h] for h, ok in zip(hashes, have, strict=True) if ok])
+            self.vectors.set_many(slots[have], np.frombuffer(joined, dtype=np.float32).reshape(-1, self.vectors.dim))
+            self.pending.difference_update(slots[have].tolist())
+        missing = slots[~have].tolist()
+        if not missing:
+            self.vector_error = None
+            return
+        texts = [doc.text if (doc := self.docs[s]) is not None else "" for s in missing]
         try:
             vectors = self.vectors_for(texts)
         except EmbedderError as exc:
             self.vector_error = str(exc)
             return
-        for slot, vector in zip(slots, vectors, strict=True):
-            self.vectors.set(slot, vector)
+        self.vectors.set_many(np.array(missing, dtype=np.int64), np.stack(vectors))
         self.pending.clear()
         self.vector_error = None
 
@@ -246,3 +328,87 @@ class DocIndex:
         wanted = tuple(prefix)
         ids = [i for ns, i in self.namespaces.items() if ns[: len(wanted)] == wanted]
         return np.isin(self.ns_ids[:size], ids) & self.alive[:size]
+
+    # ------------------------------------------------------------------ snapshots
+
+    def save(self, path: Path) -> None:
+        """Write the index (live documents renumbered densely, their postings and per-slot arrays) to
+        ``path``; :meth:`restore` reads it back. Vectors are not copied: the vector cache has them."""
+        with self.lock:
+            if self.root is None:
+                raise ValueError("an index that reflects no root cannot be saved")
+            size = self.size
+            live = np.flatnonzero(self.alive[:size])
+            new_slot = np.full(size, -1, dtype=np.int64)
+            new_slot[live] = np.arange(len(live))
+            raws = [self.docs.raw(s) for s in live.tolist()]
+            keys, key_ends = _packed([k for k, _ in raws])
+            data, data_ends = _packed([d for _, d in raws])
+            terms, postings = self.keyword.export(new_slot)
+            meta = {
+                "root": self.root.hex(),
+                "fields": list(self.fields),
+                "model": self.embedder.model_id if self.embedder is not None else None,
+                "namespaces": [list(ns) for ns in self.namespaces],
+                "terms": terms,
+            }
+            arrays: dict[str, npt.NDArray[Any]] = {
+                "keys": keys,
+                "key_ends": key_ends,
+                "data": data,
+                "data_ends": data_ends,
+                "ns_ids": self.ns_ids[live],
+                "updated": self.updated[live],
+                "expires": self.expires[live],
+                "confidence": self.confidence[live],
+                "indexed": self.indexed[live],
+                "hashes": self.hashes[live],
+                **postings,
+            }
+            if self.vectors is not None and self.vectors.centroids is not None:
+                arrays["centroids"] = self.vectors.centroids
+            snapshot.write(path, meta, arrays)
+            self.unsaved = 0
+
+    @classmethod
+    def restore(
+        cls,
+        path: Path,
+        nodes: NodeStore,
+        *,
+        fields: Sequence[str] = ("$",),
+        embedder: Embedder | None = None,
+        cache: VectorCache | None = None,
+    ) -> DocIndex | None:
+        """The index saved at ``path``, or None if there is none or it was built with other fields or
+        another embedder. Documents are decoded when first read; vectors come from the cache."""
+        found = snapshot.read(path)
+        if found is None:
+            return None
+        meta, arrays = found
+        if meta.get("fields") != list(fields) or meta.get("model") != (embedder.model_id if embedder else None):
+            return None
+        index = cls(nodes, fields=fields, embedder=embedder, cache=cache)
+        try:
+            index.docs = DocList.restore(fields, {k: arrays[k] for k in ("keys", "key_ends", "data", "data_ends")})
+            blob, ends = arrays["keys"].tobytes(), arrays["key_ends"].tolist()
+            index.slot_of = {blob[a:b]: i for i, (a, b) in enumerate(zip([0, *ends[:-1]], ends, strict=True))}
+            n = len(ends)
+            index.namespaces = {tuple(ns): i for i, ns in enumerate(meta["namespaces"])}
+            index.ns_ids = np.array(arrays["ns_ids"], dtype=np.int32)
+            index.updated = np.array(arrays["updated"], dtype=np.int64)
+            index.expires = np.array(arrays["expires"], dtype=np.int64)
+            index.confidence = np.array(arrays["confidence"], dtype=np.float32)
+            index.indexed = np.array(arrays["indexed"], dtype=bool)
+            index.hashes = np.array(arrays["hashes"], dtype=np.uint8).reshape(n, 32)
+            index.alive = np.ones(n, dtype=bool)
+            index.keyword = KeywordIndex.load(meta["terms"], arrays, int(index.indexed.sum()))
+            index.root = ChunkId(bytes.fromhex(meta["root"]))
+        except (KeyError, ValueError, TypeError):
+            return None
+        if index.vectors is not None:
+            if "centroids" in arrays:
+                index.vectors.kept = np.array(arrays["centroids"], dtype=np.float32)
+            index.pending = set(np.flatnonzero(index.indexed).tolist())
+            index.embed_pending()
+        return index

@@ -12,6 +12,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -68,21 +69,29 @@ def bm25(tf: npt.NDArray[np.float32], dl: npt.NDArray[np.float32], idf: float, a
 
 
 class KeywordIndex:
-    """Postings per term (slot, term frequency), document lengths per slot, and corpus stats."""
+    """Postings per term (slot, term frequency), document lengths per slot, and corpus stats.
+
+    Postings loaded from a snapshot stay in compressed-row arrays (``_base_*``, often memory-mapped);
+    postings added since live in per-term lists; a term's scoring array joins the two.
+    """
 
     def __init__(self) -> None:
         self.stats = Stats()
         self._postings: dict[str, tuple[list[int], list[int]]] = {}
         self._arrays: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]] = {}
-        self._counts: dict[int, Counter[str]] = {}
         self._lengths = np.zeros(1024, dtype=np.float32)
+        self._base_terms: dict[str, int] = {}
+        self._base_ends = np.zeros(1, dtype=np.int64)
+        self._base_slots = np.zeros(0, dtype=np.int32)
+        self._base_tfs = np.zeros(0, dtype=np.float32)
+        self.live = 0  # documents indexed
         self.size = 0  # one past the highest slot used
 
     def add(self, slot: int, words: Iterable[str]) -> None:
         """Index a document (its analysed terms) at a fresh slot."""
         counts = Counter(words)
-        self._counts[slot] = counts
         self.stats.add(counts)
+        self.live += 1
         if slot >= len(self._lengths):
             grown = np.zeros(max(2 * len(self._lengths), slot + 1), dtype=np.float32)
             grown[: len(self._lengths)] = self._lengths
@@ -95,22 +104,26 @@ class KeywordIndex:
             tfs.append(tf)
             self._arrays.pop(term, None)
 
-    def remove(self, slot: int) -> None:
-        """Drop the document at ``slot`` (its postings become dead weight until :meth:`compact`)."""
-        counts = self._counts.pop(slot, None)
-        if counts is not None:
-            self.stats.add(counts, -1)
-            self._lengths[slot] = 0
-
-    def counts(self, slot: int) -> Counter[str]:
-        """Term counts of the document at ``slot`` (empty if none)."""
-        return self._counts.get(slot, Counter())
+    def remove(self, slot: int, counts: Mapping[str, int]) -> None:
+        """Drop the document at ``slot``, whose term counts are ``counts`` (its postings become dead
+        weight until the owner rebuilds)."""
+        self.stats.add(counts, -1)
+        self.live -= 1
+        self._lengths[slot] = 0
 
     def _array(self, term: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         found = self._arrays.get(term)
         if found is None:
             slots, tfs = self._postings.get(term, ([], []))
-            found = (np.asarray(slots, dtype=np.int64), np.asarray(tfs, dtype=np.float32))
+            at = self._base_terms.get(term)
+            if at is None:
+                found = (np.asarray(slots, dtype=np.int64), np.asarray(tfs, dtype=np.float32))
+            else:
+                lo, hi = int(self._base_ends[at]), int(self._base_ends[at + 1])
+                found = (
+                    np.concatenate([self._base_slots[lo:hi].astype(np.int64), np.asarray(slots, dtype=np.int64)]),
+                    np.concatenate([self._base_tfs[lo:hi], np.asarray(tfs, dtype=np.float32)]),
+                )
             self._arrays[term] = found
         return found
 
@@ -140,4 +153,54 @@ class KeywordIndex:
 
     def dead_ratio(self) -> float:
         """Share of slots below ``size`` that hold no document."""
-        return 1.0 - len(self._counts) / self.size if self.size else 0.0
+        return 1.0 - self.live / self.size if self.size else 0.0
+
+    # ------------------------------------------------------------------ snapshots
+
+    def export(self, new_slot: npt.NDArray[np.int64]) -> tuple[list[str], dict[str, npt.NDArray[Any]]]:
+        """Live postings renumbered by ``new_slot`` (old slot -> new slot, -1 for dead), as the term
+        list and compressed-row arrays that :meth:`load` takes back."""
+        terms: list[str] = []
+        parts_slots: list[npt.NDArray[np.int64]] = []
+        parts_tfs: list[npt.NDArray[np.float32]] = []
+        ends = [0]
+        for term in dict.fromkeys([*self._base_terms, *self._postings]):
+            slots, tfs = self._array(term)
+            self._arrays.pop(term, None)  # exporting touches every term: do not keep them all cached
+            mapped = new_slot[slots]
+            keep = mapped >= 0
+            if not keep.any():
+                continue
+            terms.append(term)
+            parts_slots.append(mapped[keep])
+            parts_tfs.append(tfs[keep])
+            ends.append(ends[-1] + int(keep.sum()))
+        live = new_slot >= 0
+        lengths = np.zeros(int(live.sum()), dtype=np.float32)
+        padded = np.zeros(len(new_slot), dtype=np.float32)
+        upto = min(len(new_slot), len(self._lengths))
+        padded[:upto] = self._lengths[:upto]
+        lengths[new_slot[live]] = padded[live]
+        arrays: dict[str, npt.NDArray[Any]] = {
+            "kw_ends": np.asarray(ends, dtype=np.int64),
+            "kw_slots": np.concatenate(parts_slots).astype(np.int32) if parts_slots else np.zeros(0, np.int32),
+            "kw_tfs": np.concatenate(parts_tfs).astype(np.float32) if parts_tfs else np.zeros(0, np.float32),
+            "kw_lengths": lengths,
+            "kw_df": np.diff(np.asarray(ends, dtype=np.int64)),
+        }
+        return terms, arrays
+
+    @classmethod
+    def load(cls, terms: list[str], arrays: Mapping[str, npt.NDArray[Any]], indexed: int) -> KeywordIndex:
+        """An index over the postings :meth:`export` wrote, for ``indexed`` live documents."""
+        index = cls()
+        index._base_terms = {term: i for i, term in enumerate(terms)}
+        index._base_ends = arrays["kw_ends"]
+        index._base_slots = arrays["kw_slots"]
+        index._base_tfs = arrays["kw_tfs"]
+        index._lengths = np.array(arrays["kw_lengths"], dtype=np.float32)  # a writable copy
+        index.size = len(index._lengths)
+        index.live = indexed
+        df = Counter(dict(zip(terms, arrays["kw_df"].tolist(), strict=True)))
+        index.stats = Stats(indexed, int(index._lengths.sum()), df)
+        return index

@@ -40,6 +40,8 @@ class VectorIndex:
         self._bounds = np.zeros(1, dtype=np.int64)
         self._fresh = np.zeros(1024, dtype=bool)  # the block copy of this slot is current
         self._built_at = 0
+        #: Centroids to reuse (from a snapshot) the next time the IVF is built, instead of clustering.
+        self.kept: npt.NDArray[np.float32] | None = None
 
     def set(self, slot: int, vector: npt.NDArray[np.float32]) -> None:
         """Store the vector of a slot."""
@@ -64,6 +66,20 @@ class VectorIndex:
             self._assign[slot] = cluster
             self._lists[cluster].append(slot)
             self._arrays.pop(cluster, None)
+
+    def set_many(self, slots: npt.NDArray[np.int64], matrix: npt.NDArray[np.float32]) -> None:
+        """Store the vectors of many slots (rows of ``matrix``) at once."""
+        if self._centroids is not None or not len(slots):
+            for slot, row in zip(slots.tolist(), matrix, strict=True):
+                self.set(slot, row)
+            return
+        top = int(slots.max())
+        if top >= len(self._rows):
+            self.set(top, matrix[int(np.argmax(slots))])  # grows every per-slot array
+        self.count += int((~self.present[slots]).sum())
+        self._rows[slots] = matrix
+        self.present[slots] = True
+        self._fresh[slots] = False
 
     def clear(self, slot: int) -> None:
         """Forget the vector of a slot."""
@@ -118,20 +134,14 @@ class VectorIndex:
         return found
 
     def _build(self, iterations: int = 6, seed: int = 0) -> None:
-        """Spherical k-means on a sample, then assign every row to its nearest centroid."""
+        """Spherical k-means on a sample (or the centroids a snapshot kept), then assign every row to
+        its nearest centroid."""
         slots = np.flatnonzero(self.present)
-        clusters = max(16, int(2 * math.sqrt(len(slots))))
-        rng = np.random.default_rng(seed)
-        sample = self._rows[rng.choice(slots, size=min(len(slots), 40 * clusters), replace=False)]
-        centroids = sample[rng.choice(len(sample), size=clusters, replace=False)].copy()
-        for _ in range(iterations):
-            labels = np.argmax(sample @ centroids.T, axis=1)
-            sums = np.zeros_like(centroids)
-            np.add.at(sums, labels, sample)
-            norms = np.linalg.norm(sums, axis=1, keepdims=True)
-            empty = norms[:, 0] == 0
-            sums[empty] = centroids[empty]
-            centroids = sums / np.where(norms == 0, 1, norms)
+        centroids = self.kept
+        self.kept = None
+        if centroids is None or centroids.shape[1] != self.dim:
+            centroids = self._cluster(slots, iterations, seed)
+        clusters = len(centroids)
         assign = np.empty(len(slots), dtype=np.int32)
         for start in range(0, len(slots), 65_536):  # bounded memory for the score block
             block = slots[start : start + 65_536]
@@ -148,3 +158,23 @@ class VectorIndex:
         self._lists = [[] for _ in range(clusters)]
         self._arrays = {}
         self._built_at = len(slots)
+
+    def _cluster(self, slots: npt.NDArray[np.int64], iterations: int, seed: int) -> npt.NDArray[np.float32]:
+        clusters = max(16, int(2 * math.sqrt(len(slots))))
+        rng = np.random.default_rng(seed)
+        sample = self._rows[rng.choice(slots, size=min(len(slots), 40 * clusters), replace=False)]
+        centroids = sample[rng.choice(len(sample), size=clusters, replace=False)].copy()
+        for _ in range(iterations):
+            labels = np.argmax(sample @ centroids.T, axis=1)
+            sums = np.zeros_like(centroids)
+            np.add.at(sums, labels, sample)
+            norms = np.linalg.norm(sums, axis=1, keepdims=True)
+            empty = norms[:, 0] == 0
+            sums[empty] = centroids[empty]
+            centroids = sums / np.where(norms == 0, 1, norms)
+        return np.asarray(centroids, dtype=np.float32)
+
+    @property
+    def centroids(self) -> npt.NDArray[np.float32] | None:
+        """The IVF's centroids, if it has been built (a snapshot keeps them: see :attr:`kept`)."""
+        return self._centroids

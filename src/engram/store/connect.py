@@ -46,18 +46,19 @@ def open_repository(url: str | None = None) -> Repository:
     return _open(url)[0]
 
 
-def _open(url: str | None) -> tuple[Repository, VectorCache]:
-    """Open the repository behind a store URL, and its vector cache."""
+def _open(url: str | None) -> tuple[Repository, VectorCache, Path | None]:
+    """Open the repository behind a store URL, its vector cache and where search indexes are saved."""
     cache: VectorCache
     if url == ":memory:":
         repo = Repository(MemoryChunkStore(), MemoryRefStore())
-        cache = MemoryVectorCache()
+        cache, snapshots = MemoryVectorCache(), None
     else:
-        chunks, refs = open_sqlite(_sqlite_path(url))
+        path = _sqlite_path(url)
+        chunks, refs = open_sqlite(path)
         repo = Repository(LruChunkStore(chunks), refs)
-        cache = SqliteVectorCache(refs.db)
+        cache, snapshots = SqliteVectorCache(refs.db), path.with_name(path.name + "-index")
     repo.init()
-    return repo, cache
+    return repo, cache, snapshots
 
 
 def _sqlite_path(url: str | None) -> Path:
@@ -102,9 +103,9 @@ def open(
         >>> mem = engram.open(":memory:", embedder="hashing")
         >>> mem.put(("users", "alice"), "prefs", {"theme": "dark"})
     """
-    repo, cache = _open(url)
+    repo, cache, snapshots = _open(url)
     chosen = embedder_from_spec(embedder) if isinstance(embedder, str) else embedder
-    pool = IndexPool(repo, embedder=chosen, fields=index_fields, cache=cache)
+    pool = IndexPool(repo, embedder=chosen, fields=index_fields, cache=cache, snapshots=snapshots)
     return Memory(repo, branch=branch, author=author, pool=pool, ttl=ttl)
 
 

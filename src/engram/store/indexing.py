@@ -7,10 +7,13 @@ root as an overlay; when too many differ it builds a temporary index for that ro
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import threading
 import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from engram.embed.base import Embedder
 from engram.hashing import ChunkId
@@ -25,6 +28,11 @@ from engram.tree import diff_trees
 OVERLAY_MIN = 2_000
 OVERLAY_SHARE = 0.05
 TEMP_INDEXES = 2
+#: A branch index is saved once this many documents (or this share of it) changed since its last save.
+SAVE_AFTER = 5_000
+SAVE_SHARE = 0.2
+
+_log = logging.getLogger(__name__)
 
 # id(repo) -> its pool, for as long as some handle keeps the pool (and so the repository) alive. Keyed
 # by id, not weakly by the repository: a pool refers to its repository, so a weak key would never die.
@@ -41,11 +49,13 @@ class IndexPool:
         embedder: Embedder | None = None,
         fields: Sequence[str] = ("$",),
         cache: VectorCache | None = None,
+        snapshots: Path | None = None,
     ) -> None:
         self.repo = repo
         self.embedder = embedder
         self.fields = tuple(fields)
         self.cache = cache
+        self.snapshots = snapshots
         self._branches: dict[str, DocIndex] = {}
         self._temp: OrderedDict[ChunkId, DocIndex] = OrderedDict()
         self._overlays: OrderedDict[tuple[ChunkId, ChunkId], Overlay] = OrderedDict()
@@ -62,18 +72,55 @@ class IndexPool:
         return DocIndex(self.repo.nodes, fields=self.fields, embedder=self.embedder, cache=self.cache)
 
     def index(self, branch: str) -> DocIndex:
-        """The (possibly stale) index kept for a branch."""
+        """The (possibly stale) index kept for a branch: in memory, else its saved snapshot, else empty."""
         with self._lock:
             found = self._branches.get(branch)
             if found is None:
-                found = self._branches[branch] = self._new()
+                found = self._branches[branch] = self._restore(branch) or self._new()
             return found
 
+    def _snapshot_path(self, branch: str) -> Path | None:
+        if self.snapshots is None:
+            return None
+        model = self.embedder.model_id if self.embedder is not None else ""
+        name = hashlib.blake2b(f"{branch}\0{self.fields}\0{model}".encode(), digest_size=10).hexdigest()
+        return self.snapshots / f"{name}.idx"
+
+    def _restore(self, branch: str) -> DocIndex | None:
+        path = self._snapshot_path(branch)
+        if path is None:
+            return None
+        found = DocIndex.restore(path, self.repo.nodes, fields=self.fields, embedder=self.embedder, cache=self.cache)
+        if found is None or found.root is None or self.repo.chunks.has_many([found.root]):
+            return None  # absent, built differently, or its root was garbage-collected
+        return found
+
     def head(self, branch: str, root: ChunkId) -> DocIndex:
-        """The branch's index, synced to ``root`` (its head)."""
+        """The branch's index, synced to ``root`` (its head); saved once enough has changed."""
         index = self.index(branch)
-        index.sync(root)
+        with index.lock:
+            index.sync(root)
+            if index.unsaved >= max(SAVE_AFTER, int(len(index) * SAVE_SHARE)):
+                self._save(branch, index)
         return index
+
+    def _save(self, branch: str, index: DocIndex) -> None:
+        path = self._snapshot_path(branch)
+        if path is None or index.root is None:
+            return
+        try:
+            index.save(path)
+        except OSError as exc:  # a snapshot is an optimisation: never fail a search over it
+            _log.warning("could not save the search index of %s to %s: %s", branch, path, exc)
+
+    def save(self) -> None:
+        """Save every branch index that changed since its last snapshot (on close)."""
+        with self._lock:
+            branches = list(self._branches.items())
+        for branch, index in branches:
+            with index.lock:
+                if index.unsaved:
+                    self._save(branch, index)
 
     def past(self, branch: str, root: ChunkId) -> tuple[DocIndex, Overlay | None]:
         """An index and overlay that together reflect ``root`` (any version)."""
@@ -102,8 +149,8 @@ class IndexPool:
                 slot = index.slot_of.get(change.key)
                 if slot is not None:
                     excluded.add(slot)
-                    if index.indexed[slot]:
-                        stats.add(index.keyword.counts(slot), -1)
+                    if index.indexed[slot] and (old := index.docs[slot]) is not None:
+                        stats.add(Counter(old.terms), -1)
                 if change.new is not None:
                     doc = make_doc(change.key, change.new, self.fields)
                     docs.append(doc)
@@ -136,4 +183,6 @@ class IndexPool:
         index.sync(root, progress)
         with self._lock:
             self._branches[branch] = index
+        with index.lock:
+            self._save(branch, index)
         return index

@@ -104,8 +104,9 @@ class Memory(Reader, Versioned):
         )
 
     def close(self) -> None:
-        """Stop the TTL sweeper and close the underlying stores."""
+        """Stop the TTL sweeper, save changed search indexes and close the underlying stores."""
         self.stop_ttl_sweeper()
+        self.pool.save()
         self.repo.chunks.close()
         self.repo.refs.close()
 
@@ -288,7 +289,7 @@ class Memory(Reader, Versioned):
         now = now_ms()
         with index.lock:
             size = index.size
-            expired = [index.docs[s] for s in (index.expires[:size] <= now).nonzero()[0] if index.alive[s]]
+            expired = [index.docs[s] for s in (index.expires[:size] <= now).nonzero()[0].tolist() if index.alive[s]]
         keys = {doc.key: None for doc in expired if doc is not None}
         if keys:
             self.repo.commit_edits(self._branch, keys, author=self.author, message=f"ttl: sweep {len(keys)} expired")
