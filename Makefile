@@ -21,8 +21,8 @@ run: $(VENV)/.installed
 	$(BIN)/python -m engram.demo
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/mypy --strict src/
 
 test: lint

@@ -60,7 +60,9 @@ def test_cli_user_mistakes_are_one_line_not_tracebacks(run) -> None:  # type: ig
 
 def test_cli_every_command_is_documented() -> None:
     doc = (ROOT / "docs" / "cli.md").read_text()
-    for name in cli.commands:
+    import click
+
+    for name in cli.list_commands(click.Context(cli)):
         assert f"`engram {name}" in doc, f"engram {name} is not in docs/cli.md"
 
 
@@ -89,3 +91,65 @@ def test_cli_branch_tag_merge_revert_reset_history(run) -> None:  # type: ignore
     assert run("get", "n", "fix")[0] == 1
     assert "removed" in run("gc")[1]
     assert run("branch", "fix", "-d")[0] == 0
+
+
+def test_cli_checkout_is_remembered(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    run("put", "users/alice", "prefs", '{"theme": "dark"}')
+    code, out = run("checkout", "experiment")
+    assert code == 2 and "no branch 'experiment'" in out and "Traceback" not in out
+    code, out = run("checkout", "-b", "experiment")
+    assert code == 0 and "on branch experiment" in out
+    run("put", "users/alice", "prefs", '{"theme": "light"}')  # lands on the checked-out branch
+    assert json.loads(run("get", "users/alice", "prefs", "--json")[1])["value"] == {"theme": "light"}
+    assert json.loads(run("--branch", "main", "get", "users/alice", "prefs", "--json")[1])["value"] == {"theme": "dark"}
+    assert "* experiment" in run("branch")[1]
+    assert run("checkout", "main")[0] == 0
+    assert json.loads(run("get", "users/alice", "prefs", "--json")[1])["value"] == {"theme": "dark"}
+
+
+def test_cli_export_import_round_trip(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    run("put", "users/alice", "prefs", '{"theme": "dark"}', "--author", "agent:onboarding")
+    run("put", "users/bob", "note", '{"text": "likes tea"}')
+    run("tag", "v1")
+    run("put", "users/bob", "note", '{"text": "likes coffee"}')
+    dump = tmp_path / "dump.jsonl"
+    code, out = run("export", str(dump), "--at", "v1", "--embeddings")
+    assert code == 0 and "exported 2 items" in out
+    lines = [json.loads(line) for line in dump.read_text().splitlines()]
+    assert lines[0]["engram"] == "export" and lines[0]["model"].startswith("hashing")
+    assert {(tuple(item["namespace"]), item["key"]) for item in lines[1:]} == {
+        (("users", "alice"), "prefs"),
+        (("users", "bob"), "note"),
+    }
+    assert all(len(item["embedding"]) == 384 for item in lines[1:])
+
+    other = CliRunner()
+    target = str(tmp_path / "target")
+    code = other.invoke(cli, ["--store", target, "--embedder", "hashing", "import", str(dump)], obj={}).exit_code
+    assert code == 0
+    got = other.invoke(cli, ["--store", target, "get", "users/alice", "prefs", "--json"], obj={})
+    original = json.loads(run("get", "users/alice", "prefs", "--json")[1])
+    assert json.loads(got.output) == original  # value, timestamps and author survive
+    args = ["--store", target, "--embedder", "hashing", "export", "--namespace", "users/bob"]
+    stdout = other.invoke(cli, args, obj={})
+    assert json.loads(stdout.stdout.splitlines()[1])["value"] == {"text": "likes tea"}
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "empty file"),
+        ('{"x": 1}\n', "not an engram export header"),
+        ('{"engram": "export", "format": 1}\nnot json\n', "line 2: not JSON"),
+        ('{"engram": "export", "format": 1}\n{"namespace": ["a"], "key": "k"}\n', "line 2: missing"),
+        ('{"engram": "export", "format": 1}\n{"namespace": ["a.b"], "key": "k", "value": {}, '
+         '"created_at": 1, "updated_at": 1}\n', "line 2:"),
+    ],
+)  # fmt: skip
+def test_cli_import_rejects_bad_files_and_writes_nothing(run, tmp_path: Path, content: str, message: str) -> None:  # type: ignore[no-untyped-def]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(content)
+    before = run("log", "--json")[1]
+    code, out = run("import", str(bad))
+    assert code == 1 and message in out and "Traceback" not in out
+    assert run("log", "--json")[1] == before

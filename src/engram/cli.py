@@ -21,19 +21,36 @@ from rich.progress import Progress
 
 from engram.errors import EngramError
 from engram.objects import Commit
-from engram.store import Memory
+from engram.store import Item, Memory
 from engram.store import open as open_store
+from engram.store.connect import checkout_path
+from engram.store.transfer import export_items, import_items
 
 F = TypeVar("F", bound=Callable[..., Any])
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 
 
+def _url(ctx: click.Context) -> str | None:
+    found: str | None = ctx.find_root().params.get("store") or os.environ.get("ENGRAM_STORE")
+    return found
+
+
+def _checked_out(url: str | None) -> str:
+    """The branch ``engram checkout`` chose for this store, else ``main``."""
+    path = checkout_path(url)
+    try:
+        return (path.read_text().strip() if path is not None else "") or "main"
+    except OSError:
+        return "main"
+
+
 def _store(ctx: click.Context) -> Memory:
     opts = ctx.find_root().params
     if "memory" not in ctx.obj:
-        url = opts.get("store") or os.environ.get("ENGRAM_STORE")
-        ctx.obj["memory"] = open_store(url, branch=opts.get("branch") or "main", embedder=opts.get("embedder"))
+        url = _url(ctx)
+        branch = opts.get("branch") or _checked_out(url)
+        ctx.obj["memory"] = open_store(url, branch=branch, embedder=opts.get("embedder"))
     memory: Memory = ctx.obj["memory"]
     return memory
 
@@ -73,6 +90,11 @@ def _emit(data: Any) -> None:
     out.print_json(json.dumps(data, default=str))
 
 
+def _with_provenance(item: Item) -> dict[str, Any]:
+    """An item's LangGraph dict plus who wrote it and from which sources."""
+    return {**item.dict(), "author": item.author, "sources": list(item.sources)}
+
+
 def _commit_dict(c: Commit) -> dict[str, Any]:
     return {"id": c.id.hex(), "parents": [p.hex() for p in c.parents], "time": _when(c.time), "author": c.author,
             "message": c.message}  # fmt: skip
@@ -103,10 +125,12 @@ class _LazyGroup(click.Group):
 @click.option(
     "--store", envvar="ENGRAM_STORE", help="Store URL: a directory, sqlite:///file.db or :memory: (default ./.engram)."
 )
-@click.option("--branch", default="main", show_default=True, help="Branch to read and write.")
+@click.option(
+    "--branch", envvar="ENGRAM_BRANCH", help="Branch to read and write (default: the checked-out one, else main)."
+)
 @click.option("--embedder", default="minilm", show_default=True, help="minilm, hashing, or openai:<model>@<base url>.")
 @click.pass_context
-def cli(ctx: click.Context, store: str | None, branch: str, embedder: str) -> None:
+def cli(ctx: click.Context, store: str | None, branch: str | None, embedder: str) -> None:
     """engram: versioned, searchable memory for AI agents.
 
     \b
@@ -161,7 +185,7 @@ def get(ctx: click.Context, namespace: str, key: str, at: str | None, as_json: b
     if item is None:
         err.print(f"[red]error:[/red] no item {namespace}/{key}" + (f" at {at}" if at else ""))
         sys.exit(1)
-    _emit(item.dict() if as_json else item.value)
+    _emit(_with_provenance(item) if as_json else item.value)
 
 
 @cli.command()
@@ -196,7 +220,7 @@ def search(ctx: click.Context, namespace: str, query: str | None, filter_: str |
     results = reader.search(_ns(namespace), query, filter=spec, limit=limit, mode=mode, profile=profile,  # type: ignore[arg-type]
                             explain=explain)  # fmt: skip
     if as_json:
-        _emit({"mode": results.mode, "degraded": results.degraded, "items": [r.dict() for r in results]})
+        _emit({"mode": results.mode, "degraded": results.degraded, "items": [_with_provenance(r) for r in results]})
         return
     if results.degraded:
         err.print(f"[yellow]note:[/yellow] {results.degraded}")
@@ -410,6 +434,67 @@ def reindex(ctx: click.Context) -> None:
         task = progress.add_task("indexing", total=total)
         done = mem.reindex(progress=lambda n: progress.advance(task, n))
     out.print(f"indexed {done} items on branch {mem.branch}")
+
+
+@cli.command()
+@click.argument("name")
+@click.option("-b", "create", is_flag=True, help="Create branch NAME first.")
+@click.option("--at", "at", default="HEAD", show_default=True, help="Where a branch created with -b starts.")
+@click.pass_context
+@_friendly
+def checkout(ctx: click.Context, name: str, create: bool, at: str) -> None:
+    """Make NAME the branch later commands read and write (remembered beside the store)."""
+    path = checkout_path(_url(ctx))
+    if path is None:
+        raise click.UsageError("this store keeps no checkout (no local file): pass --branch or ENGRAM_BRANCH")
+    mem = _store(ctx)
+    if create:
+        mem.create_branch(name, at)
+    elif name not in mem.branches():
+        raise click.UsageError(f"no branch {name!r} (create it with: engram checkout -b {name})")
+    path.write_text(name + "\n")
+    out.print(f"on branch [bold]{name}[/bold] at [yellow]{mem.resolve(name).short_id}[/yellow]")
+
+
+@cli.command(name="export")
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True), default="-")
+@click.option("--at", "at", help="Export the version at a ref (default: the branch head).")
+@click.option("--namespace", default="", help="Only items under a/b.")
+@click.option("--embeddings", is_flag=True, help="Include each item's vector (import then skips embedding).")
+@click.pass_context
+@_friendly
+def export_(ctx: click.Context, file: str, at: str | None, namespace: str, embeddings: bool) -> None:
+    """Write the items (with timestamps, authors, sources) as JSON Lines to FILE (default stdout)."""
+    mem = _store(ctx)
+    prefix = _ns(namespace)
+    total = mem.at(at).count(prefix) if at else mem.count(prefix)
+    with click.open_file(file, "w", encoding="utf-8") as fp, Progress(console=err, transient=True) as progress:
+        task = progress.add_task("exporting", total=total)
+        done = export_items(mem, fp, at=at, namespace_prefix=prefix, embeddings=embeddings,
+                            progress=lambda n: progress.advance(task, n))  # fmt: skip
+    err.print(f"exported {done} items" + (f" to {file}" if file != "-" else ""))
+
+
+@cli.command(name="import")
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--message", "-m", help="Commit message (default: import N item(s)).")
+@click.pass_context
+@_friendly
+def import_(ctx: click.Context, file: str, message: str | None) -> None:
+    """Write the items of an `engram export` FILE to the branch as one commit."""
+    mem = _store(ctx)
+    try:
+        with click.open_file(file, "r", encoding="utf-8") as fp:
+            lines = fp.readlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.UsageError(f"cannot read {file}: {exc}") from None
+    with Progress(console=err, transient=True) as progress:
+        task = progress.add_task("importing", total=max(0, len(lines) - 1))
+        done, commit = import_items(mem, lines, message=message, progress=lambda n: progress.advance(task, n))
+    if commit is None:
+        out.print("nothing to import")
+    else:
+        out.print(f"[green]{commit.short_id}[/green] imported {done} items into {mem.branch}")
 
 
 def main() -> None:

@@ -41,6 +41,15 @@ def tenant_url(url: str | None, tenant: str) -> str:
     return str(_sqlite_path(url).parent / "tenants" / tenant / DB_NAME)
 
 
+def checkout_path(url: str | None) -> Path | None:
+    """The file where the CLI remembers a store's checked-out branch (None for stores without a local
+    file: memory, PostgreSQL)."""
+    if url == ":memory:" or (url is not None and url.startswith(("postgresql://", "postgres://"))):
+        return None
+    path = _sqlite_path(url)
+    return path.with_name(path.name + ".HEAD")
+
+
 def open_repository(url: str | None = None) -> Repository:
     """Open (creating if needed) the repository behind a store URL (see :func:`open`)."""
     return _open(url)[0]

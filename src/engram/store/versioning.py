@@ -132,7 +132,9 @@ class Versioned:
         """Delete a tag."""
         self.repo.delete_tag(name, self.author)
 
-    def merge(self, source: Ref, *, strategy: Strategy = "fail", message: str | None = None) -> Commit:
+    def merge(
+        self, source: Ref, *, strategy: Strategy = "fail", message: str | None = None, author: str | None = None
+    ) -> Commit:
         """Merge a branch or version into this handle's branch with a two-parent merge commit.
 
         ``strategy`` decides items both sides changed differently: ``fail`` (raise
@@ -142,15 +144,15 @@ class Versioned:
         """
         source_id = self.repo.resolve(source, self._branch)
         text = message or f"merge {source if isinstance(source, str) else source_id.hex()[:10]} into {self._branch}"
-        commit, _ = self.repo.merge(
-            source_id, self._branch, resolve=_resolver(strategy, self.author), author=self.author, message=text
-        )
+        who = author or self.author
+        commit, _ = self.repo.merge(source_id, self._branch, resolve=_resolver(strategy, who), author=who, message=text)
         return commit
 
-    def revert(self, ref: Ref, *, strategy: Strategy = "fail") -> Commit:
-        """Undo what one commit changed, with a new commit on this branch."""
+    def revert(self, ref: Ref, *, strategy: Strategy = "fail", author: str | None = None) -> Commit:
+        """Undo what one commit changed, with a new commit on this branch (by ``author``, default the handle's)."""
         target = self.repo.resolve(ref, self._branch)
-        return self.repo.revert(target, self._branch, resolve=_resolver(strategy, self.author), author=self.author)
+        who = author or self.author
+        return self.repo.revert(target, self._branch, resolve=_resolver(strategy, who), author=who)
 
     def reset(self, ref: Ref) -> None:
         """Move this branch to a version (the old head stays reachable through the reflog)."""
