@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,3 +58,34 @@ def smem(repo: Repository) -> Memory:
     from engram.store.indexing import IndexPool
 
     return Memory(repo, author="tester", pool=IndexPool(repo, embedder=HashingEmbedder()))
+
+
+# ---------------------------------------------------------------- services (PostgreSQL)
+
+#: The machine's PostgreSQL (no pgvector); ENGRAM_TEST_PG15_URL overrides it.
+PG_URL = os.environ.get("ENGRAM_TEST_PG15_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def service_missing(what: str, why: object) -> None:
+    """Skip a test whose service is not running, or fail when ENGRAM_REQUIRE_SERVICES=1 (CI)."""
+    message = f"{what} is not available: {why}"
+    if os.environ.get("ENGRAM_REQUIRE_SERVICES") == "1":
+        pytest.fail(message + " (ENGRAM_REQUIRE_SERVICES=1)")
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """URL of a reachable PostgreSQL database (the machine's PostgreSQL 15)."""
+    psycopg = pytest.importorskip("psycopg")
+    try:
+        psycopg.connect(PG_URL, connect_timeout=3).close()
+    except psycopg.Error as exc:
+        service_missing(f"PostgreSQL at {PG_URL}", exc)
+    return PG_URL
+
+
+@pytest.fixture
+def pg_repo_id() -> str:
+    """A repository id no other test uses: tests share the database, never a repository."""
+    return "t" + uuid.uuid4().hex[:16]

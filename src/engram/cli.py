@@ -23,7 +23,7 @@ from engram.errors import EngramError
 from engram.objects import Commit
 from engram.store import Item, Memory
 from engram.store import open as open_store
-from engram.store.connect import checkout_path
+from engram.store.connect import POSTGRES_SCHEMES, checkout_path, split_postgres_url
 from engram.store.transfer import export_items, import_items
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -495,6 +495,42 @@ def import_(ctx: click.Context, file: str, message: str | None) -> None:
         out.print("nothing to import")
     else:
         out.print(f"[green]{commit.short_id}[/green] imported {done} items into {mem.branch}")
+
+
+@cli.group()
+def db() -> None:
+    """PostgreSQL schema: `engram --store postgresql://... db migrate`."""
+
+
+def _postgres_url(ctx: click.Context) -> str:
+    url = _url(ctx)
+    if url is None or not url.startswith(POSTGRES_SCHEMES):
+        raise click.UsageError("db commands need a PostgreSQL store: --store postgresql://user@host/db")
+    return url
+
+
+@db.command()
+@click.pass_context
+@_friendly
+def migrate(ctx: click.Context) -> None:
+    """Create or upgrade engram's tables (safe to run again; concurrent runs wait for each other)."""
+    from engram.backends.postgres import migrate as run_migrations
+
+    applied = run_migrations(split_postgres_url(_postgres_url(ctx))[0])
+    for m in applied:
+        out.print(f"applied {m.version}: {m.description}")
+    out.print("schema up to date" if applied else "schema already up to date")
+
+
+@db.command()
+@click.pass_context
+@_friendly
+def status(ctx: click.Context) -> None:
+    """Show the schema version of the database and the newest one this engram knows."""
+    from engram.backends.postgres import MIGRATIONS, schema_version
+
+    current = schema_version(split_postgres_url(_postgres_url(ctx))[0])
+    out.print(f"schema version {current} (this engram: {MIGRATIONS[-1].version})")
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,3 +47,23 @@ class TestSqliteRefStore(RefStoreContract):
     @pytest.fixture
     def refs(self, tmp_path: Path) -> RefStore:
         return open_sqlite(tmp_path / "r.db")[1]
+
+
+class TestPostgresChunkStore(ChunkStoreContract):
+    @pytest.fixture
+    def chunks(self, postgres_url: str, pg_repo_id: str) -> Iterator[ChunkStore]:
+        from engram.backends.postgres import open_postgres
+
+        store = open_postgres(postgres_url, pg_repo_id)[0]
+        yield ValidatingChunkStore(store)
+        store.close()
+
+
+class TestPostgresRefStore(RefStoreContract):
+    @pytest.fixture
+    def refs(self, postgres_url: str, pg_repo_id: str) -> Iterator[RefStore]:
+        from engram.backends.postgres import open_postgres
+
+        store = open_postgres(postgres_url, pg_repo_id)[1]
+        yield store
+        store.close()

@@ -11,12 +11,15 @@ import hashlib
 import sqlite3
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from engram.backends.sqlite import SqliteDatabase
+
+if TYPE_CHECKING:
+    from engram.backends.postgres import PostgresDatabase
 
 
 def text_hash(text: str) -> bytes:
@@ -106,6 +109,32 @@ class SqliteVectorCache:
             conn.execute("COMMIT")
 
         self.db.run(work)
+
+
+class PostgresVectorCache:
+    """Vectors in the ``engram_vectors`` table, per repository (see :mod:`engram.backends.postgres`)."""
+
+    def __init__(self, db: PostgresDatabase) -> None:
+        self.db = db
+
+    def get_many(self, model: str, hashes: Iterable[bytes]) -> dict[bytes, bytes]:
+        wanted = list(hashes)
+        found: dict[bytes, bytes] = {}
+        for i in range(0, len(wanted), 10_000):
+            rows = self.db.run(
+                "SELECT text_hash, vector FROM engram_vectors WHERE repo = %s AND model = %s AND text_hash = ANY(%s)",
+                (self.db.repo, model, wanted[i : i + 10_000]),
+            )
+            found.update((bytes(h), bytes(v)) for h, v in rows)
+        return found
+
+    def put_many(self, model: str, vectors: Mapping[bytes, bytes]) -> None:
+        if vectors:
+            self.db.run(
+                "INSERT INTO engram_vectors (repo, model, text_hash, vector) "
+                "SELECT %s, %s, h, v FROM unnest(%s::bytea[], %s::bytea[]) AS t(h, v) ON CONFLICT DO NOTHING",
+                (self.db.repo, model, list(vectors), list(vectors.values())),
+            )
 
 
 def as_array(blob: bytes) -> npt.NDArray[np.float32]:

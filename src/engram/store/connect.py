@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from engram.backends import LruChunkStore, MemoryChunkStore, MemoryRefStore, open_sqlite
 from engram.embed import Embedder, embedder_from_spec
@@ -19,6 +20,7 @@ from engram.store.ops import TTLConfig
 #: Where ``engram.open()`` keeps the embedded store.
 DEFAULT_DIR = ".engram"
 DB_NAME = "engram.db"
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 def tenant_url(url: str | None, tenant: str) -> str:
@@ -36,15 +38,16 @@ def tenant_url(url: str | None, tenant: str) -> str:
         raise ConfigError(f"invalid tenant name {tenant!r}: use letters, digits, '-' and '_'")
     if url == ":memory:":
         return url
-    if url is not None and url.startswith(("postgresql://", "postgres://")):
-        return url + ("&" if "?" in url else "?") + f"repo={tenant}"
+    if url is not None and url.startswith(POSTGRES_SCHEMES):
+        conninfo, _ = split_postgres_url(url)
+        return conninfo + ("&" if "?" in conninfo else "?") + f"repo={tenant}"
     return str(_sqlite_path(url).parent / "tenants" / tenant / DB_NAME)
 
 
 def checkout_path(url: str | None) -> Path | None:
     """The file where the CLI remembers a store's checked-out branch (None for stores without a local
     file: memory, PostgreSQL)."""
-    if url == ":memory:" or (url is not None and url.startswith(("postgresql://", "postgres://"))):
+    if url == ":memory:" or (url is not None and url.startswith(POSTGRES_SCHEMES)):
         return None
     path = _sqlite_path(url)
     return path.with_name(path.name + ".HEAD")
@@ -55,10 +58,29 @@ def open_repository(url: str | None = None) -> Repository:
     return _open(url)[0]
 
 
+def split_postgres_url(url: str) -> tuple[str, str]:
+    """Split ``postgresql://...?repo=<id>`` into the connection URL and the repository id."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    repos = [value for name, value in query if name == "repo"]
+    if len(repos) > 1:
+        raise ConfigError("give ?repo= once in a PostgreSQL store URL")
+    rest = urlencode([(name, value) for name, value in query if name != "repo"])
+    return urlunsplit(parts._replace(query=rest)), repos[0] if repos else "default"
+
+
 def _open(url: str | None) -> tuple[Repository, VectorCache, Path | None]:
     """Open the repository behind a store URL, its vector cache and where search indexes are saved."""
     cache: VectorCache
-    if url == ":memory:":
+    if url is not None and url.startswith(POSTGRES_SCHEMES):
+        from engram.backends.postgres import open_postgres
+        from engram.index.cache import PostgresVectorCache
+
+        conninfo, repo_id = split_postgres_url(url)
+        pg_chunks, pg_refs = open_postgres(conninfo, repo_id)
+        repo = Repository(LruChunkStore(pg_chunks), pg_refs)
+        cache, snapshots = PostgresVectorCache(pg_chunks.db), None
+    elif url == ":memory:":
         repo = Repository(MemoryChunkStore(), MemoryRefStore())
         cache, snapshots = MemoryVectorCache(), None
     else:
@@ -73,8 +95,6 @@ def _open(url: str | None) -> tuple[Repository, VectorCache, Path | None]:
 def _sqlite_path(url: str | None) -> Path:
     if url is None:
         return Path(DEFAULT_DIR) / DB_NAME
-    if url.startswith(("postgresql://", "postgres://")):
-        raise NotImplementedError("PostgreSQL stores arrive with issue #5 (PostgreSQL backend); use SQLite for now")
     if "://" in url and not url.startswith("sqlite://"):
         raise ConfigError(f"unsupported store URL {url!r}: use ':memory:', sqlite:///path/to/file.db or a path")
     raw = url.removeprefix("sqlite://")
