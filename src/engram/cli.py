@@ -103,20 +103,34 @@ def _commit_dict(c: Commit) -> dict[str, Any]:
 class _LazyGroup(click.Group):
     """A group whose heavier commands (server, MCP) are imported only when invoked or listed."""
 
-    LAZY: ClassVar[dict[str, str]] = {
-        "serve": "engram.server.command:serve",
-        "keys": "engram.server.command:keys",
-        "mcp": "engram.mcp:command",
+    LAZY: ClassVar[dict[str, tuple[str, str]]] = {
+        "serve": ("engram.server.command:serve", "Serve the HTTP API (loopback only until API keys exist)."),
+        "keys": ("engram.server.command:keys", "Create, list and revoke API keys for `engram serve`."),
+        "mcp": ("engram.mcp:command", "Serve the store to MCP clients over stdio or streamable HTTP."),
     }
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """List commands without importing the lazy ones (their short help is kept here)."""
+        rows = []
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names))
+        for name in names:
+            if name in self.LAZY:
+                rows.append((name, self.LAZY[name][1]))
+            elif (command := super().get_command(ctx, name)) is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.LAZY])
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = self.LAZY.get(cmd_name)
-        if target is None:
+        found = self.LAZY.get(cmd_name)
+        if found is None:
             return super().get_command(ctx, cmd_name)
-        module, _, name = target.partition(":")
+        module, _, name = found[0].partition(":")
         command: click.Command = getattr(importlib.import_module(module), name)
         return command
 
