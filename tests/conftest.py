@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from services import unavailable
 
 import engram
 from engram.backends import MemoryChunkStore, MemoryRefStore, ValidatingChunkStore, open_sqlite
@@ -66,14 +67,6 @@ def smem(repo: Repository) -> Memory:
 PG_URL = os.environ.get("ENGRAM_TEST_PG15_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
 
-def service_missing(what: str, why: object) -> None:
-    """Skip a test whose service is not running, or fail when ENGRAM_REQUIRE_SERVICES=1 (CI)."""
-    message = f"{what} is not available: {why}"
-    if os.environ.get("ENGRAM_REQUIRE_SERVICES") == "1":
-        pytest.fail(message + " (ENGRAM_REQUIRE_SERVICES=1)")
-    pytest.skip(message)
-
-
 @pytest.fixture(scope="session")
 def postgres_url() -> str:
     """URL of a reachable PostgreSQL database (the machine's PostgreSQL 15)."""
@@ -81,7 +74,7 @@ def postgres_url() -> str:
     try:
         psycopg.connect(PG_URL, connect_timeout=3).close()
     except psycopg.Error as exc:
-        service_missing(f"PostgreSQL at {PG_URL}", exc)
+        unavailable(f"PostgreSQL at {PG_URL}", str(exc))
     return PG_URL
 
 

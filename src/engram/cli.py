@@ -50,7 +50,7 @@ def _store(ctx: click.Context) -> Memory:
     if "memory" not in ctx.obj:
         url = _url(ctx)
         branch = opts.get("branch") or _checked_out(url)
-        ctx.obj["memory"] = open_store(url, branch=branch, embedder=opts.get("embedder"))
+        ctx.obj["memory"] = open_store(url, branch=branch, embedder=opts.get("embedder"), redis=opts.get("redis"))
     memory: Memory = ctx.obj["memory"]
     return memory
 
@@ -143,8 +143,9 @@ class _LazyGroup(click.Group):
     "--branch", envvar="ENGRAM_BRANCH", help="Branch to read and write (default: the checked-out one, else main)."
 )
 @click.option("--embedder", default="minilm", show_default=True, help="minilm, hashing, or openai:<model>@<base url>.")
+@click.option("--redis", envvar="ENGRAM_REDIS_URL", help="Redis URL caching a PostgreSQL store (redis://host:6379/0).")
 @click.pass_context
-def cli(ctx: click.Context, store: str | None, branch: str | None, embedder: str) -> None:
+def cli(ctx: click.Context, store: str | None, branch: str | None, embedder: str, redis: str | None) -> None:
     """engram: versioned, searchable memory for AI agents.
 
     \b

@@ -160,3 +160,25 @@ def test_cli_db_migrate_and_status(postgres_url: str) -> None:
     assert done.exit_code == 0 and f"schema version {MIGRATIONS[-1].version}" in done.output
     done = runner.invoke(cli, ["--store", ":memory:", "db", "migrate"], obj={})
     assert done.exit_code == 2 and "need a PostgreSQL store" in done.output
+
+
+def test_postgres_with_a_redis_cache_and_its_status(postgres_url: str, pg_repo_id: str) -> None:
+    from services import require_redis
+
+    from engram.store.connect import cache_status
+
+    redis_url = require_redis()
+    url = tenant_url(postgres_url, pg_repo_id)
+    mem = engram.open(url, embedder=None, redis=redis_url)
+    other = engram.open(url + f"&redis={redis_url}", embedder=None)
+    try:
+        mem.put(("users", "alice"), "prefs", {"theme": "dark"})
+        assert other.get(("users", "alice"), "prefs").value == {"theme": "dark"}  # type: ignore[union-attr]
+        status = cache_status(mem)
+        assert status is not None and status["ok"] and not status["degraded"]
+        assert cache_status(engram.open(":memory:", embedder=None)) is None
+        scoped = tenant_url(url + f"&redis={redis_url}", "x")
+        assert "redis=" in scoped and scoped.endswith("repo=x")
+    finally:
+        mem.close()
+        other.close()

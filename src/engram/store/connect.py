@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from engram.backends import LruChunkStore, MemoryChunkStore, MemoryRefStore, open_sqlite
+from engram.backends import ChunkStore, LruChunkStore, MemoryChunkStore, MemoryRefStore, RefStore, open_sqlite
 from engram.embed import Embedder, embedder_from_spec
 from engram.errors import ConfigError
 from engram.index.cache import MemoryVectorCache, SqliteVectorCache, VectorCache
@@ -16,6 +17,9 @@ from engram.store.aio import AsyncMemory
 from engram.store.indexing import IndexPool
 from engram.store.memory import Memory
 from engram.store.ops import TTLConfig
+
+if TYPE_CHECKING:
+    from engram.backends.redis import RedisHealth
 
 #: Where ``engram.open()`` keeps the embedded store.
 DEFAULT_DIR = ".engram"
@@ -39,7 +43,8 @@ def tenant_url(url: str | None, tenant: str) -> str:
     if url == ":memory:":
         return url
     if url is not None and url.startswith(POSTGRES_SCHEMES):
-        conninfo, _ = split_postgres_url(url)
+        conninfo, _, in_url = split_postgres_url(url)
+        conninfo += f"{'&' if '?' in conninfo else '?'}redis={in_url}" if in_url else ""
         return conninfo + ("&" if "?" in conninfo else "?") + f"repo={tenant}"
     return str(_sqlite_path(url).parent / "tenants" / tenant / DB_NAME)
 
@@ -53,41 +58,72 @@ def checkout_path(url: str | None) -> Path | None:
     return path.with_name(path.name + ".HEAD")
 
 
-def open_repository(url: str | None = None) -> Repository:
+def open_repository(url: str | None = None, *, redis: str | None = None) -> Repository:
     """Open (creating if needed) the repository behind a store URL (see :func:`open`)."""
-    return _open(url)[0]
+    return _open(url, redis)[0]
 
 
-def split_postgres_url(url: str) -> tuple[str, str]:
-    """Split ``postgresql://...?repo=<id>`` into the connection URL and the repository id."""
+def split_postgres_url(url: str) -> tuple[str, str, str | None]:
+    """Split ``postgresql://...?repo=<id>&redis=<url>`` into the connection URL (other parameters kept),
+    the repository id (default ``default``) and the Redis URL of its cache, if any."""
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
-    repos = [value for name, value in query if name == "repo"]
-    if len(repos) > 1:
-        raise ConfigError("give ?repo= once in a PostgreSQL store URL")
-    rest = urlencode([(name, value) for name, value in query if name != "repo"])
-    return urlunsplit(parts._replace(query=rest)), repos[0] if repos else "default"
+    ours: dict[str, str] = {}
+    for name, value in query:
+        if name in ("repo", "redis"):
+            if name in ours:
+                raise ConfigError(f"give ?{name}= once in a PostgreSQL store URL")
+            ours[name] = value
+    rest = urlencode([(name, value) for name, value in query if name not in ours])
+    return urlunsplit(parts._replace(query=rest)), ours.get("repo", "default"), ours.get("redis")
 
 
-def _open(url: str | None) -> tuple[Repository, VectorCache, Path | None]:
+#: One health tracker (and connection pool) per Redis URL, shared by every repository cached there.
+_REDIS: dict[str, RedisHealth] = {}
+
+
+def _with_redis(chunks: ChunkStore, refs: RefStore, redis_url: str, repo_id: str) -> tuple[ChunkStore, RefStore]:
+    from engram.backends.redis import RedisHealth, redis_caches
+
+    health = _REDIS.get(redis_url)
+    if health is None:
+        health = _REDIS[redis_url] = RedisHealth(redis_url)
+    return redis_caches(chunks, refs, health, repo=repo_id)
+
+
+def cache_status(memory: Memory, *, probe: bool = False) -> dict[str, Any] | None:
+    """The Redis cache's status (``{"ok", "degraded", "error", "since"}``), or None without one."""
+    health = getattr(memory.repo.refs, "health", None)
+    return None if health is None else cast("dict[str, Any]", health.status(probe=probe))
+
+
+def _open(url: str | None, redis: str | None = None) -> tuple[Repository, VectorCache, Path | None]:
     """Open the repository behind a store URL, its vector cache and where search indexes are saved."""
     cache: VectorCache
     if url is not None and url.startswith(POSTGRES_SCHEMES):
         from engram.backends.postgres import open_postgres
         from engram.index.cache import PostgresVectorCache
 
-        conninfo, repo_id = split_postgres_url(url)
+        conninfo, repo_id, in_url = split_postgres_url(url)
         pg_chunks, pg_refs = open_postgres(conninfo, repo_id)
-        repo = Repository(LruChunkStore(pg_chunks), pg_refs)
+        chunks: ChunkStore = pg_chunks
+        refs: RefStore = pg_refs
+        if redis or in_url:
+            chunks, refs = _with_redis(chunks, refs, redis or in_url or "", repo_id)
+        repo = Repository(LruChunkStore(chunks), refs)
         cache, snapshots = PostgresVectorCache(pg_chunks.db), None
     elif url == ":memory:":
+        if redis:
+            raise ConfigError("a Redis cache sits in front of PostgreSQL, not an in-memory store")
         repo = Repository(MemoryChunkStore(), MemoryRefStore())
         cache, snapshots = MemoryVectorCache(), None
     else:
+        if redis:
+            raise ConfigError("a Redis cache sits in front of PostgreSQL; a local SQLite store does not need one")
         path = _sqlite_path(url)
-        chunks, refs = open_sqlite(path)
-        repo = Repository(LruChunkStore(chunks), refs)
-        cache, snapshots = SqliteVectorCache(refs.db), path.with_name(path.name + "-index")
+        sq_chunks, sq_refs = open_sqlite(path)
+        repo = Repository(LruChunkStore(sq_chunks), sq_refs)
+        cache, snapshots = SqliteVectorCache(sq_refs.db), path.with_name(path.name + "-index")
     repo.init()
     return repo, cache, snapshots
 
@@ -116,23 +152,26 @@ def open(
     embedder: Embedder | str | None = "minilm",
     index_fields: Sequence[str] = ("$",),
     ttl: TTLConfig | None = None,
+    redis: str | None = None,
 ) -> Memory:
     """Open a memory store and return a :class:`Memory` handle on ``branch``.
 
     Args:
-        url: ``None`` (``./.engram``), ``":memory:"``, ``sqlite:///path/file.db`` or a directory.
+        url: ``None`` (``./.engram``), ``":memory:"``, ``sqlite:///path/file.db``, a directory, or
+            ``postgresql://user@host/db?repo=<tenant>`` (the schema is migrated on first open).
         branch: the branch the handle reads and writes.
         author: recorded on every commit the handle makes (overridable per write).
         embedder: ``"minilm"`` (the offline default), ``"hashing"``, ``"openai:<model>@<base url>"``,
             an :class:`~engram.embed.Embedder`, or ``None`` for keyword-only search.
         index_fields: which parts of each value are searchable (LangGraph paths; ``$`` = all text).
         ttl: TTL settings in minutes: ``{"default_ttl": 1440, "refresh_on_read": True, "sweep_interval_minutes": 5}``.
+        redis: a Redis URL to cache a PostgreSQL store's chunks and refs (also ``?redis=`` in its URL).
 
     Examples:
         >>> mem = engram.open(":memory:", embedder="hashing")
         >>> mem.put(("users", "alice"), "prefs", {"theme": "dark"})
     """
-    repo, cache, snapshots = _open(url)
+    repo, cache, snapshots = _open(url, redis)
     chosen = embedder_from_spec(embedder) if isinstance(embedder, str) else embedder
     pool = IndexPool(repo, embedder=chosen, fields=index_fields, cache=cache, snapshots=snapshots)
     return Memory(repo, branch=branch, author=author, pool=pool, ttl=ttl)
