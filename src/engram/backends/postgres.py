@@ -17,7 +17,7 @@ import logging
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from engram.backends.base import ChunkStore, RefLogEntry, RefStore, now_ms
 from engram.errors import ConfigError, StorageError
@@ -151,8 +151,11 @@ def _redact(url: str) -> str:
     return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
 
 
-def migrate(url: str) -> list[Migration]:
-    """Bring the database's engram schema up to date; returns the migrations applied (in order)."""
+def migrate(url: str, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[Migration]:
+    """Bring the database's engram schema up to date; returns the migrations applied (in order).
+
+    ``migrations`` defaults to the core schema; features that need an extension (search needs
+    pgvector) bring their own list, with version numbers of their own range."""
     psycopg, _ = _psycopg()
     try:
         with psycopg.connect(url) as conn, conn.transaction():
@@ -163,7 +166,7 @@ def migrate(url: str) -> list[Migration]:
             )
             done = {row[0] for row in conn.execute("SELECT version FROM engram_schema")}
             applied = []
-            for migration in MIGRATIONS:
+            for migration in migrations:
                 if migration.version in done:
                     continue
                 conn.execute(migration.sql)
@@ -254,12 +257,27 @@ class PostgresChunkStore(ChunkStore):
         self.db.close()
 
 
+class RefMoveHook(Protocol):
+    """Work done in the same transaction as a branch ref's move (the search index's maintenance).
+
+    ``prepare`` runs before the transaction (no lock held: read and compute there); ``apply`` runs
+    inside it, after the compare-and-swap succeeded, on the transaction's connection. If ``apply``
+    raises, the ref does not move.
+    """
+
+    def prepare(self, name: str, old: ChunkId | None, new: ChunkId | None) -> Any: ...
+
+    def apply(self, conn: Any, name: str, old: ChunkId | None, new: ChunkId | None, prepared: Any) -> None: ...
+
+
 class PostgresRefStore(RefStore):
     """Refs of one repository in ``engram_refs``, changed by one compare-and-swap statement each."""
 
     def __init__(self, db: PostgresDatabase) -> None:
         self.db = db
         self.repo = db.repo
+        #: Called in the transaction of every branch move (``heads/...``) when set.
+        self.hook: RefMoveHook | None = None
 
     def get(self, name: str) -> ChunkId | None:
         rows = self.db.run("SELECT value FROM engram_refs WHERE repo = %s AND name = %s", (self.repo, name))
@@ -286,14 +304,25 @@ class PostgresRefStore(RefStore):
                 "AND value = %(old)s RETURNING name"
             )
         params = {"repo": self.repo, "name": name, "old": expected, "new": new, "time": now_ms()}
-        rows = self.db.run(
+        sql = (
             f"WITH moved AS ({change}) "
             "INSERT INTO engram_reflog (repo, name, old, new, time, actor, reason) "
             "SELECT %(repo)s, name, %(old)s::bytea, %(new)s::bytea, %(time)s, %(actor)s, %(reason)s "
-            "FROM moved RETURNING seq",
-            {**params, "actor": actor, "reason": reason},
+            "FROM moved RETURNING seq"
         )
-        return bool(rows)
+        values = {**params, "actor": actor, "reason": reason}
+        hook = self.hook
+        if hook is None or not name.startswith("heads/"):
+            return bool(self.db.run(sql, values))
+        prepared = hook.prepare(name, expected, new)
+        try:
+            with self.db.pool.connection() as conn, conn.transaction():
+                moved = bool(conn.execute(sql, values).fetchall())
+                if moved:
+                    hook.apply(conn, name, expected, new, prepared)
+                return moved
+        except self.db._errors as exc:
+            raise StorageError(f"PostgreSQL: {exc}") from exc
 
     def list(self, prefix: str = "") -> dict[str, ChunkId]:
         rows = self.db.run(
@@ -348,6 +377,7 @@ __all__ = [
     "PostgresChunkStore",
     "PostgresDatabase",
     "PostgresRefStore",
+    "RefMoveHook",
     "migrate",
     "open_postgres",
     "schema_version",

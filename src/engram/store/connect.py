@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from engram.backends import ChunkStore, LruChunkStore, MemoryChunkStore, MemoryRefStore, RefStore, open_sqlite
@@ -97,9 +97,11 @@ def cache_status(memory: Memory, *, probe: bool = False) -> dict[str, Any] | Non
     return None if health is None else cast("dict[str, Any]", health.status(probe=probe))
 
 
-def _open(url: str | None, redis: str | None = None) -> tuple[Repository, VectorCache, Path | None]:
-    """Open the repository behind a store URL, its vector cache and where search indexes are saved."""
+def _open(url: str | None, redis: str | None = None) -> tuple[Repository, VectorCache, Path | None, Any]:
+    """Open the repository behind a store URL, its vector cache, where search indexes are saved, and
+    (PostgreSQL) the ref store whose moves maintain the search tables."""
     cache: VectorCache
+    pg_refs: Any = None
     if url is not None and url.startswith(POSTGRES_SCHEMES):
         from engram.backends.postgres import open_postgres
         from engram.index.cache import PostgresVectorCache
@@ -125,7 +127,7 @@ def _open(url: str | None, redis: str | None = None) -> tuple[Repository, Vector
         repo = Repository(LruChunkStore(sq_chunks), sq_refs)
         cache, snapshots = SqliteVectorCache(sq_refs.db), path.with_name(path.name + "-index")
     repo.init()
-    return repo, cache, snapshots
+    return repo, cache, snapshots, pg_refs
 
 
 def _sqlite_path(url: str | None) -> Path:
@@ -153,6 +155,7 @@ def open(
     index_fields: Sequence[str] = ("$",),
     ttl: TTLConfig | None = None,
     redis: str | None = None,
+    search: Literal["auto", "postgres", "local"] = "auto",
 ) -> Memory:
     """Open a memory store and return a :class:`Memory` handle on ``branch``.
 
@@ -166,14 +169,25 @@ def open(
         index_fields: which parts of each value are searchable (LangGraph paths; ``$`` = all text).
         ttl: TTL settings in minutes: ``{"default_ttl": 1440, "refresh_on_read": True, "sweep_interval_minutes": 5}``.
         redis: a Redis URL to cache a PostgreSQL store's chunks and refs (also ``?redis=`` in its URL).
+        search: on PostgreSQL, ``auto`` searches in PostgreSQL tables (pgvector + tsvector) when the
+            server has pgvector and in process otherwise; ``postgres`` requires pgvector; ``local``
+            always searches in process.
 
     Examples:
         >>> mem = engram.open(":memory:", embedder="hashing")
         >>> mem.put(("users", "alice"), "prefs", {"theme": "dark"})
     """
-    repo, cache, snapshots = _open(url, redis)
+    repo, cache, snapshots, pg_refs = _open(url, redis)
     chosen = embedder_from_spec(embedder) if isinstance(embedder, str) else embedder
     pool = IndexPool(repo, embedder=chosen, fields=index_fields, cache=cache, snapshots=snapshots)
+    if pg_refs is not None and search != "local":
+        from engram.store.pgsearch import PgSearch, has_pgvector
+
+        if has_pgvector(pg_refs.db):
+            pool.sql = PgSearch(pg_refs.db, repo, embedder=chosen, fields=tuple(index_fields), cache=cache)
+            pg_refs.hook = pool.sql
+        elif search == "postgres":
+            raise ConfigError("search='postgres' needs the pgvector extension on the server (CREATE EXTENSION vector)")
     return Memory(repo, branch=branch, author=author, pool=pool, ttl=ttl)
 
 

@@ -14,6 +14,7 @@ import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engram.embed.base import Embedder
 from engram.hashing import ChunkId
@@ -22,6 +23,9 @@ from engram.index.docs import DocIndex, make_doc
 from engram.index.keyword import OverlayStats
 from engram.repo import Repository
 from engram.store.search import Overlay
+
+if TYPE_CHECKING:
+    from engram.store.pgsearch import PgSearch
 from engram.tree import diff_trees
 
 #: An overlay is used while at most this many items (or this share of the index) differ.
@@ -56,6 +60,8 @@ class IndexPool:
         self.fields = tuple(fields)
         self.cache = cache
         self.snapshots = snapshots
+        #: Head searches run here when the store is PostgreSQL with pgvector (see engram.store.pgsearch).
+        self.sql: PgSearch | None = None
         self._branches: dict[str, DocIndex] = {}
         self._temp: OrderedDict[ChunkId, DocIndex] = OrderedDict()
         self._overlays: OrderedDict[tuple[ChunkId, ChunkId], Overlay] = OrderedDict()

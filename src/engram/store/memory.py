@@ -46,6 +46,14 @@ class _Snapshot(Reader):
     def _search_index(self) -> tuple[DocIndex, Overlay | None]:
         return self._memory.pool.head(self._memory.branch, self._fixed), None
 
+    def _execute(self, request: SearchOp, now: int) -> SearchResults:
+        sql = self._memory.pool.sql
+        if sql is not None:
+            found = sql.search(self._memory.branch, self._fixed, request, now)
+            if found is not None:
+                return found
+        return super()._execute(request, now)
+
 
 class Memory(Reader, Versioned):
     """A handle on a memory store, reading and writing one branch (``main`` by default).
@@ -95,6 +103,8 @@ class Memory(Reader, Versioned):
         """Rebuild this branch's search index from scratch, re-embedding what the vector cache lacks
         (e.g. after a model change); ``progress`` gets the number of items done since its last call.
         Returns the number of items indexed."""
+        if self.pool.sql is not None:
+            return self.pool.sql.rebuild(self._branch, self._root(), progress)
         return len(self.pool.rebuild(self._branch, self._root(), progress))
 
     def handle(self, branch: str | None = None, *, author: str | None = None) -> Memory:

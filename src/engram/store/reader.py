@@ -63,8 +63,12 @@ class Reader:
             explain,
             min_score,
         )
+        return self._execute(request, now_ms())
+
+    def _execute(self, request: SearchOp, now: int) -> SearchResults:
+        """Run a search (in process; a handle on a PostgreSQL store with search tables runs it there)."""
         index, overlay = self._search_index()
-        return execute(index, request, now_ms(), overlay)
+        return execute(index, request, now, overlay)
 
     def lookup(self, namespace: Sequence[str], key: str, now: int | None = None) -> tuple[bytes, Record] | None:
         """The entry key and record at (namespace, key), unless absent or expired at ``now``."""

@@ -1,0 +1,639 @@
+"""Search on PostgreSQL: each branch head's index in tables, moved in the ref-move transaction.
+
+``engram_docs`` holds one row per item of an indexed branch head: its encoded record, its value as
+JSONB (filters), its analysed terms (a ``tsvector`` with a GIN index selects keyword candidates; a
+JSONB map of term frequencies feeds BM25), and its embedding (pgvector, with an HNSW index per
+dimension). ``engram_index_terms`` keeps document frequencies and ``engram_index_heads`` the root
+each branch's rows reflect, with the corpus size and length.
+
+Maintenance: :meth:`PgSearch.on_move` runs inside the transaction that moves a branch ref (see
+:class:`~engram.backends.postgres.PostgresRefStore`), applying the diff between the root the rows
+reflect and the new head, so the index and the branch never disagree. A branch is indexed from its
+first search on.
+
+Scoring mirrors :mod:`engram.store.search` formula for formula (BM25 with the same analysis and
+constants, min-max fusion over the same candidates, the same profiles), so a search returns what
+the in-process engine returns; filters become a parameterized SQL/JSON path pre-filter that is a
+superset of the MongoDB semantics, and the exact filter then runs on the ranked rows.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from engram import codec
+from engram.backends.postgres import Migration, PostgresDatabase, migrate
+from engram.embed.base import Embedder
+from engram.errors import EmbedderError, StorageError
+from engram.hashing import ChunkId
+from engram.index import text as analysis
+from engram.index.cache import VectorCache, as_array, text_hash
+from engram.index.docs import EMBED_BATCH, Doc, make_doc
+from engram.index.keyword import K1, B
+from engram.index.vector import ANN_MIN
+from engram.objects import decode_record
+from engram.repo import HEADS, Repository
+from engram.store.filters import And, Compare, Filter, Nor, Not, Or, compile_filter, matches
+from engram.store.item import SearchItem, SearchResults
+from engram.store.ops import SearchOp
+from engram.store.ranking import get_profile
+from engram.store.search import KEYWORD_WEIGHT, check
+from engram.tree import diff_trees, empty_tree
+
+_log = logging.getLogger(__name__)
+
+SEARCH_MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        101,
+        "search: documents with tsvector, JSONB and pgvector embeddings per indexed branch head",
+        """
+        CREATE EXTENSION IF NOT EXISTS vector;
+        CREATE TABLE engram_index_heads (
+            repo text NOT NULL,
+            branch text NOT NULL,
+            root bytea NOT NULL,
+            model text NOT NULL,
+            fields text NOT NULL,
+            docs bigint NOT NULL DEFAULT 0,
+            length bigint NOT NULL DEFAULT 0,
+            vector_error text,
+            PRIMARY KEY (repo, branch)
+        );
+        CREATE TABLE engram_docs (
+            repo text NOT NULL,
+            branch text NOT NULL,
+            key bytea NOT NULL,
+            ns_path text NOT NULL,
+            record bytea NOT NULL,
+            value jsonb NOT NULL,
+            updated bigint NOT NULL,
+            expires bigint,
+            confidence real NOT NULL,
+            indexed boolean NOT NULL,
+            length integer NOT NULL,
+            terms jsonb NOT NULL,
+            tsv tsvector NOT NULL,
+            dim integer,
+            embedding vector,
+            PRIMARY KEY (repo, branch, key)
+        );
+        CREATE INDEX engram_docs_tsv ON engram_docs USING gin (tsv);
+        CREATE INDEX engram_docs_ns ON engram_docs (repo, branch, ns_path text_pattern_ops);
+        CREATE TABLE engram_index_terms (
+            repo text NOT NULL,
+            branch text NOT NULL,
+            term text NOT NULL,
+            df bigint NOT NULL,
+            PRIMARY KEY (repo, branch, term)
+        );
+        """,
+    ),
+)
+
+#: Rows scored by the vector index per query once a branch is large enough for HNSW.
+ANN_CANDIDATES = 400
+_SEP = "\x1f"  # between namespace labels in ns_path (labels cannot contain control characters)
+
+
+def has_pgvector(db: PostgresDatabase) -> bool:
+    """True when the server can create (or already has) the ``vector`` extension."""
+    return bool(db.run("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"))
+
+
+def _ns_path(namespace: Iterable[str]) -> str:
+    return "".join(label + _SEP for label in namespace)
+
+
+def _like_prefix(namespace: Iterable[str]) -> str:
+    raw = _ns_path(namespace)
+    return raw.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _tsquery(terms: Iterable[str]) -> str:
+    quoted = ["'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in dict.fromkeys(terms)]
+    return " | ".join(quoted)
+
+
+def _vector_text(vector: npt.NDArray[np.float32]) -> str:
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+class PgSearch:
+    """The PostgreSQL search indexes of one repository (one per indexed branch head)."""
+
+    def __init__(
+        self,
+        db: PostgresDatabase,
+        repo: Repository,
+        *,
+        embedder: Embedder | None,
+        fields: tuple[str, ...],
+        cache: VectorCache,
+    ) -> None:
+        self.db = db
+        self.repo = repo
+        self.embedder = embedder
+        self.fields = fields
+        self.cache = cache
+        self.model = embedder.model_id if embedder is not None else ""
+        self.config = json.dumps(list(fields))
+        self._queries: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
+        for migration in migrate(db.url, SEARCH_MIGRATIONS):
+            _log.info("applied engram migration %d: %s", migration.version, migration.description)
+        if embedder is not None:
+            dim = int(embedder.dim)
+            db.run(
+                f"CREATE INDEX IF NOT EXISTS engram_docs_hnsw_{dim} ON engram_docs "
+                f"USING hnsw ((embedding::vector({dim})) vector_cosine_ops) WHERE dim = {dim}"
+            )
+
+    # ------------------------------------------------------------------ maintenance
+
+    def prepare(self, name: str, old: ChunkId | None, new: ChunkId | None) -> _Plan | None:
+        """Before a branch moves (no lock held): the rows its index will need, if it is indexed."""
+        head = self.db.run(
+            "SELECT root, model, fields FROM engram_index_heads WHERE repo = %s AND branch = %s",
+            (self.db.repo, name[len(HEADS) :]),
+        )
+        if not head or new is None or (head[0][1], head[0][2]) != (self.model, self.config):
+            return None
+        return self._plan(bytes(head[0][0]), self.repo.commit(new).tree)
+
+    def apply(self, conn: Any, name: str, old: ChunkId | None, new: ChunkId | None, prepared: _Plan | None) -> None:
+        """Inside the ref-move transaction: bring the moved branch's rows to its new head."""
+        branch = name[len(HEADS) :]
+        head = conn.execute(
+            "SELECT root, model, fields FROM engram_index_heads WHERE repo = %s AND branch = %s FOR UPDATE",
+            (self.db.repo, branch),
+        ).fetchone()
+        if head is None:
+            return  # not indexed (yet): its first search builds it
+        if new is None:
+            self._drop(conn, branch)
+            return
+        if (head[1], head[2]) != (self.model, self.config):
+            return  # another configuration's index: its owner re-syncs from the root it recorded
+        root = self.repo.commit(new).tree
+        if prepared is None or prepared.base != bytes(head[0]) or prepared.target != root:
+            prepared = self._plan(bytes(head[0]), root)  # the index moved meanwhile: plan again
+        self._write(conn, branch, prepared)
+
+    def _drop(self, conn: Any, branch: str) -> None:
+        for table in ("engram_docs", "engram_index_terms", "engram_index_heads"):
+            conn.execute(f"DELETE FROM {table} WHERE repo = %s AND branch = %s", (self.db.repo, branch))
+
+    def _plan(self, base: ChunkId, target: ChunkId) -> _Plan:
+        """What diff(base, target) does to the rows: keys to remove, documents (and vectors) to add."""
+        plan = _Plan(base, target)
+        if base != target:
+            for change in diff_trees(self.repo.nodes, base, target):
+                if change.old is not None:
+                    plan.removed.append(change.key)
+                if change.new is not None:
+                    plan.added.append(make_doc(change.key, change.new, self.fields))
+            plan.vectors, plan.error = self._vectors(plan.added)
+        return plan
+
+    def _write(self, conn: Any, branch: str, plan: _Plan, progress: Callable[[int], None] | None = None) -> None:
+        """Apply a plan to the branch's rows, term frequencies and head, on ``conn``."""
+        if plan.base == plan.target:
+            return
+        repo = self.db.repo
+        df: Counter[str] = Counter()
+        docs = length = 0
+        if plan.removed:
+            rows = conn.execute(
+                "DELETE FROM engram_docs WHERE repo = %s AND branch = %s AND key = ANY(%s) RETURNING terms, indexed",
+                (repo, branch, plan.removed),
+            ).fetchall()
+            for terms, indexed in rows:
+                if indexed:
+                    docs -= 1
+                    length -= sum(terms.values())
+                    df.subtract(terms.keys())
+        batch = []
+        for doc, vector in zip(plan.added, plan.vectors, strict=True):
+            counts = Counter(doc.terms) if doc.indexed else Counter()
+            if doc.indexed:
+                docs += 1
+                length += len(doc.terms)
+                df.update(counts.keys())
+            record = doc.record
+            batch.append((
+                repo, branch, doc.key, _ns_path(doc.namespace), doc.data, json.dumps(record.value),
+                record.updated_at, record.expires_at, _confidence(record.value), doc.indexed, sum(counts.values()),
+                json.dumps(counts), list(counts), None if vector is None else len(vector),
+                None if vector is None else _vector_text(vector),
+            ))  # fmt: skip
+        for start in range(0, len(batch), 1000):
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO engram_docs (repo, branch, key, ns_path, record, value, updated, expires, confidence, "
+                    "indexed, length, terms, tsv, dim, embedding) VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, "
+                    "%s, %s, %s::jsonb, array_to_tsvector(%s::text[]), %s, %s::vector)",
+                    batch[start : start + 1000],
+                )
+            if progress is not None:
+                progress(len(batch[start : start + 1000]))
+        changed = {t: d for t, d in df.items() if d}
+        if changed:
+            conn.execute(
+                "INSERT INTO engram_index_terms (repo, branch, term, df) SELECT %s, %s, t, d "
+                "FROM unnest(%s::text[], %s::bigint[]) AS u(t, d) ON CONFLICT (repo, branch, term) "
+                "DO UPDATE SET df = engram_index_terms.df + excluded.df",
+                (repo, branch, list(changed), list(changed.values())),
+            )
+            conn.execute(
+                "DELETE FROM engram_index_terms WHERE repo = %s AND branch = %s AND term = ANY(%s) AND df <= 0",
+                (repo, branch, list(changed)),
+            )
+        conn.execute(
+            "UPDATE engram_index_heads SET root = %s, docs = docs + %s, length = length + %s, vector_error = %s "
+            "WHERE repo = %s AND branch = %s",
+            (plan.target, docs, length, plan.error, repo, branch),
+        )
+
+    def _vectors(self, docs: list[Doc]) -> tuple[list[npt.NDArray[np.float32] | None], str | None]:
+        """Embeddings of the indexed documents (through the vector cache); None rows on failure."""
+        out: list[npt.NDArray[np.float32] | None] = [None] * len(docs)
+        if self.embedder is None:
+            return out, None
+        wanted = [i for i, d in enumerate(docs) if d.indexed]
+        hashes = [text_hash(docs[i].text) for i in wanted]
+        found = self.cache.get_many(self.model, set(hashes))
+        missing = list(dict.fromkeys(h for h in hashes if h not in found))
+        texts = {text_hash(docs[i].text): docs[i].text for i in wanted}
+        try:
+            for start in range(0, len(missing), EMBED_BATCH):
+                part = missing[start : start + EMBED_BATCH]
+                matrix = np.asarray(self.embedder.embed([texts[h] for h in part]), dtype=np.float32)
+                blobs = {h: np.ascontiguousarray(row).tobytes() for h, row in zip(part, matrix, strict=True)}
+                self.cache.put_many(self.model, blobs)
+                found.update(blobs)
+        except EmbedderError as exc:
+            return out, str(exc)
+        for i, h in zip(wanted, hashes, strict=True):
+            out[i] = as_array(found[h])
+        return out, None
+
+    def ensure(self, branch: str, root: ChunkId) -> bool:
+        """Make the branch's rows reflect ``root`` (its head); False if another configuration owns them."""
+        repo = self.db.repo
+        head = self.db.run(
+            "SELECT root, model, fields FROM engram_index_heads WHERE repo = %s AND branch = %s", (repo, branch)
+        )
+        if head and bytes(head[0][0]) == root:
+            return (head[0][1], head[0][2]) == (self.model, self.config)
+        if head and (head[0][1], head[0][2]) != (self.model, self.config):
+            return False
+        start = empty_tree(self.repo.nodes)
+        with self.db.pool.connection() as conn, conn.transaction():
+            conn.execute(
+                "INSERT INTO engram_index_heads (repo, branch, root, model, fields) VALUES (%s, %s, %s, %s, %s) "
+                "ON CONFLICT DO NOTHING",
+                (repo, branch, start, self.model, self.config),
+            )
+            locked = conn.execute(
+                "SELECT root FROM engram_index_heads WHERE repo = %s AND branch = %s FOR UPDATE", (repo, branch)
+            ).fetchone()
+            current = self.repo.refs.get(HEADS + branch)
+            target = self.repo.commit(current).tree if current is not None else root
+            self._write(conn, branch, self._plan(bytes(locked[0]), target))
+        return target == root
+
+    def rebuild(self, branch: str, root: ChunkId, progress: Callable[[int], None] | None = None) -> int:
+        """Drop the branch's rows and index ``root`` again (``engram reindex``); returns the item count."""
+        empty = empty_tree(self.repo.nodes)
+        plan = self._plan(empty, root)
+        with self.db.pool.connection() as conn, conn.transaction():
+            self._drop(conn, branch)
+            conn.execute(
+                "INSERT INTO engram_index_heads (repo, branch, root, model, fields) VALUES (%s, %s, %s, %s, %s)",
+                (self.db.repo, branch, empty, self.model, self.config),
+            )
+            self._write(conn, branch, plan, progress)
+        rows = self.db.run("SELECT count(*) FROM engram_docs WHERE repo = %s AND branch = %s", (self.db.repo, branch))
+        return int(rows[0][0])
+
+    # ------------------------------------------------------------------ search
+
+    def search(self, branch: str, root: ChunkId, request: SearchOp, now: int) -> SearchResults | None:
+        """Run a search at the branch head ``root`` in PostgreSQL; None when it must run in process."""
+        check(request)
+        compiled = compile_filter(request.filter)
+        try:
+            if not self.ensure(branch, root):
+                return None
+        except StorageError as exc:
+            _log.warning("searching %s in process: the PostgreSQL index is unavailable (%s)", branch, exc)
+            return None
+        return _Query(self, branch, request, compiled, now).run()
+
+    def query_vector(self, text: str) -> npt.NDArray[np.float32]:
+        """A query's embedding (the last 1,024 distinct queries are remembered)."""
+        if self.embedder is None:
+            raise EmbedderError("no embedder is configured for this store")
+        found = self._queries.get(text)
+        if found is None:
+            found = np.asarray(self.embedder.embed_query(text), dtype=np.float32)
+            self._queries[text] = found
+            if len(self._queries) > 1024:
+                self._queries.popitem(last=False)
+        return found
+
+
+@dataclass(slots=True)
+class _Plan:
+    """The change from the rows of root ``base`` to those of ``target``."""
+
+    base: ChunkId
+    target: ChunkId
+    removed: list[bytes] = field(default_factory=list)
+    added: list[Doc] = field(default_factory=list)
+    vectors: list[npt.NDArray[np.float32] | None] = field(default_factory=list)
+    error: str | None = None
+
+
+def _confidence(value: dict[str, Any]) -> float:
+    from engram.index.docs import confidence_of
+
+    return confidence_of(value)
+
+
+class _Query:
+    """One search: SQL built from the request, rows ranked in PostgreSQL, the exact filter applied here."""
+
+    def __init__(self, search: PgSearch, branch: str, request: SearchOp, compiled: Filter | None, now: int) -> None:
+        self.s = search
+        self.branch = branch
+        self.request = request
+        self.compiled = compiled
+        self.now = now
+        self.params: dict[str, Any] = {"repo": search.db.repo, "branch": branch, "now": now}
+        self.where = ["repo = %(repo)s", "branch = %(branch)s", "(expires IS NULL OR expires > %(now)s)"]
+        if request.namespace_prefix:
+            self.where.append("ns_path LIKE %(prefix)s ESCAPE '\\'")
+            self.params["prefix"] = _like_prefix(request.namespace_prefix)
+        self.filter_sql = _FilterSql(self.params).build(compiled) if compiled is not None else "TRUE"
+
+    def run(self) -> SearchResults:
+        request = self.request
+        if request.query is None:
+            sql = (
+                f"SELECT key, record, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM engram_docs "
+                f"WHERE {' AND '.join(self.where)} AND {self.filter_sql} ORDER BY updated DESC, key LIMIT %(n)s"
+            )
+            return SearchResults(self._page(sql, None), "list", request.mode or "list")
+        return self._ranked()
+
+    def _ranked(self) -> SearchResults:
+        s, request = self.s, self.request
+        requested: str = request.mode or ("hybrid" if s.embedder is not None else "keyword")
+        mode, degraded = requested, None
+        head = s.db.run(
+            "SELECT docs, length, vector_error FROM engram_index_heads WHERE repo = %s AND branch = %s",
+            (s.db.repo, self.branch),
+        )[0]
+        total, length, vector_error = int(head[0]), int(head[1]), head[2]
+        qvec: npt.NDArray[np.float32] | None = None
+        if mode in ("hybrid", "semantic"):
+            try:
+                if vector_error is not None:
+                    raise EmbedderError(vector_error)
+                qvec = s.query_vector(request.query or "")
+            except EmbedderError as exc:
+                if mode == "semantic":
+                    raise
+                mode, degraded = "keyword", f"embedder unavailable, ran keyword search instead: {exc}"
+        terms = list(dict.fromkeys(analysis.terms(request.query or "")))
+        kw = self._bm25(terms, total, length) if mode != "semantic" else "0::float8"
+        cos = "0::float8"
+        cand = []
+        if mode != "semantic" and terms:
+            self.params["tsq"] = _tsquery(terms)
+            cand.append("tsv @@ %(tsq)s::tsquery")
+        if qvec is not None:
+            self.params["q"] = _vector_text(qvec)
+            dot = "coalesce(-(embedding <#> %(q)s::vector), 0)"
+            if total >= ANN_MIN:
+                self.params["near"] = self._nearest(qvec)
+                cos = f"(CASE WHEN key = ANY(%(near)s) THEN {dot} ELSE 0 END)"
+                cand.append("key = ANY(%(near)s)")
+            else:
+                cos, cand = dot, ["TRUE"]
+        if not cand:
+            return SearchResults([], mode, requested, degraded)
+        positive = {"keyword": "kw > 0", "semantic": "cos > 0"}.get(mode, "(kw > 0 OR cos > 0)")
+        if mode == "keyword":
+            sim = "kw / nullif(kwhi, 0)"
+        elif mode == "semantic":
+            sim = "least(greatest(cos, 0), 1)"
+        else:
+            sim = f"{KEYWORD_WEIGHT} * {_min_max('kw', 'kwlo', 'kwhi')} + {1 - KEYWORD_WEIGHT} * " + _min_max(
+                "cos", "cslo", "cshi"
+            )
+        profile = get_profile(request.profile)
+        self.params.update(ws=profile.similarity, wc=profile.confidence, wr=profile.recency, hl=profile.half_life_hours)
+        recency = "power(0.5, greatest(%(now)s - updated, 0) / 3600000.0 / %(hl)s)"
+        min_score = ""
+        if request.min_score is not None:
+            self.params["min_score"] = request.min_score
+            min_score = "AND final >= %(min_score)s "
+        sql = (
+            f"WITH c AS (SELECT key, record, value, updated, confidence, ({kw})::float8 AS kw, ({cos})::float8 AS cos "
+            f"FROM engram_docs WHERE {' AND '.join(self.where)} AND indexed AND ({' OR '.join(cand)})), "
+            f"w AS (SELECT *, min(kw) OVER () AS kwlo, max(kw) OVER () AS kwhi, min(cos) OVER () AS cslo, "
+            f"max(cos) OVER () AS cshi FROM c WHERE {positive}), "
+            f"s AS (SELECT *, coalesce({sim}, 0) AS sim FROM w), "
+            f"r AS (SELECT *, %(ws)s * sim + %(wc)s * confidence + %(wr)s * {recency} AS final, "
+            f"{recency} AS rec FROM s) "
+            f"SELECT key, record, kw, cos, kwlo, kwhi, cslo, cshi, final, rec FROM r "
+            f"WHERE {self.filter_sql} {min_score}ORDER BY final DESC, key LIMIT %(n)s"
+        )
+
+        def explain(row: tuple[Any, ...]) -> dict[str, Any]:
+            _, _, kwv, cosv, kwlo, kwhi, cslo, cshi, _, rec = row
+            kw_norm = kwv / kwhi if kwhi else kwv
+            cos_norm = None
+            if mode == "keyword":
+                similarity = kw_norm
+            elif mode == "semantic":
+                similarity = min(max(cosv, 0.0), 1.0)
+            else:
+                kw_norm, cos_norm = _min_max_value(kwv, kwlo, kwhi), _min_max_value(cosv, cslo, cshi)
+                similarity = KEYWORD_WEIGHT * kw_norm + (1 - KEYWORD_WEIGHT) * cos_norm
+            record = decode_record(bytes(row[1]))
+            out: dict[str, Any] = {
+                "mode": mode,
+                "profile": profile.name,
+                "weights": {"similarity": profile.similarity, "confidence": profile.confidence,
+                            "recency": profile.recency},
+                "similarity": float(similarity),
+                "confidence": _confidence(record.value),
+                "recency": float(rec),
+            }  # fmt: skip
+            if mode != "semantic":
+                out["bm25"], out["bm25_normalized"] = float(kwv), float(kw_norm)
+            if qvec is not None:
+                out["cosine"] = float(cosv)
+                if cos_norm is not None:
+                    out["cosine_normalized"] = float(cos_norm)
+                out["embedder"] = s.model
+            if mode == "hybrid":
+                out["keyword_weight"] = KEYWORD_WEIGHT
+            return out
+
+        items = self._page(sql, explain if request.explain else None, scored=True)
+        return SearchResults(items, mode, requested, degraded)
+
+    def _bm25(self, terms: list[str], total: int, length: int) -> str:
+        if not terms:
+            return "0"
+        rows = self.s.db.run(
+            "SELECT term, df FROM engram_index_terms WHERE repo = %s AND branch = %s AND term = ANY(%s)",
+            (self.s.db.repo, self.branch, terms),
+        )
+        df = {term: int(n) for term, n in rows}
+        avgdl = length / total if total else 1.0
+        parts = []
+        for i, term in enumerate(terms):
+            idf = math.log(1.0 + (total - df.get(term, 0) + 0.5) / (df.get(term, 0) + 0.5))
+            self.params[f"t{i}"], self.params[f"idf{i}"] = term, idf
+            tf = f"coalesce((terms->>%(t{i})s)::float8, 0)"
+            parts.append(f"%(idf{i})s * {tf} * {K1 + 1} / ({tf} + {K1} * ({1 - B} + {B} * length / {avgdl!r}))")
+        return " + ".join(parts)
+
+    def _nearest(self, qvec: npt.NDArray[np.float32]) -> list[bytes]:
+        dim = len(qvec)
+        want = max(ANN_CANDIDATES, 4 * (self.request.offset + self.request.limit))
+        with self.s.db.pool.connection() as conn, conn.transaction():
+            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            conn.execute(f"SET LOCAL hnsw.ef_search = {max(want, 40)}")
+            rows = conn.execute(
+                f"SELECT key FROM engram_docs WHERE {' AND '.join(self.where)} AND indexed AND dim = {dim} "
+                f"ORDER BY embedding::vector({dim}) <=> %(q)s::vector({dim}) LIMIT {want}",
+                self.params,
+            ).fetchall()
+        return [bytes(r[0]) for r in rows]
+
+    def _page(
+        self, sql: str, explain: Callable[[tuple[Any, ...]], dict[str, Any]] | None, *, scored: bool = False
+    ) -> list[SearchItem]:
+        """Rows in rank order through the exact filter, fetching more when the filter rejects some."""
+        request = self.request
+        want = request.offset + request.limit
+        fetch = max(want, 1) * (1 if self.compiled is None else 4)
+        while True:
+            rows = self.s.db.run(sql, {**self.params, "n": fetch})
+            out: list[SearchItem] = []
+            skipped = 0
+            for row in rows:
+                record = decode_record(bytes(row[1]))
+                if self.compiled is not None and not matches(self.compiled, record.value):
+                    continue
+                if skipped < request.offset:
+                    skipped += 1
+                    continue
+                if len(out) >= request.limit:
+                    break
+                ns, key = codec.decode_key(bytes(row[0]))
+                out.append(SearchItem(
+                    namespace=ns, key=key, value=record.value, created_at=_dt(record.created_at),
+                    updated_at=_dt(record.updated_at), expires_at=None if record.expires_at is None else
+                    _dt(record.expires_at), author=record.author, sources=record.sources,
+                    score=float(row[8]) if scored else None, explain=explain(row) if explain else None,
+                ))  # fmt: skip
+            if len(out) >= request.limit or len(rows) < fetch:
+                return out
+            fetch *= 4
+
+
+def _dt(ms: int) -> Any:
+    from engram.store.item import _dt as to_datetime
+
+    return to_datetime(ms)
+
+
+def _min_max(value: str, low: str, high: str) -> str:
+    """SQL for :func:`engram.store.search._min_max` of one row (the window gives low and high)."""
+    return (
+        f"(CASE WHEN {high} <= {low} THEN (CASE WHEN {high} > 0 AND {value} > 0 THEN 1.0 ELSE 0.0 END) "
+        f"ELSE least(greatest(({value} - {low}) / ({high} - {low}), 0), 1) END)"
+    )
+
+
+def _min_max_value(value: float, low: float, high: float) -> float:
+    if high <= low:
+        return 1.0 if high > 0 and value > 0 else 0.0
+    return min(max((value - low) / (high - low), 0.0), 1.0)
+
+
+class _FilterSql:
+    """A compiled filter as a parameterized SQL pre-filter on ``value`` (SQL/JSON path, lax mode).
+
+    Every clause is a superset of the MongoDB semantics (the exact filter runs on the ranked rows
+    afterwards); negations, regular expressions, sizes, string ranges and numeric path labels, whose
+    SQL/JSON meaning differs, become TRUE.
+    """
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        self.params = params
+        self.n = 0
+
+    def build(self, node: Filter) -> str:
+        if isinstance(node, And):
+            return "(" + " AND ".join([self.build(p) for p in node.parts] or ["TRUE"]) + ")"
+        if isinstance(node, Or):
+            return "(" + " OR ".join(self.build(p) for p in node.parts) + ")"
+        if isinstance(node, Nor | Not):
+            return "TRUE"
+        return self._compare(node)
+
+    def _compare(self, node: Compare) -> str:
+        if any(label.isdigit() for label in node.path):
+            return "TRUE"
+        path = "$" + "".join('."' + label.replace("\\", "\\\\").replace('"', '\\"') + '"' for label in node.path)
+        op, arg = node.op, node.arg
+        if op == "$exists":
+            return self._exists(path, None) if arg else "TRUE"
+        if op == "$eq":
+            return self._eq(path, arg)
+        if op in ("$in", "$all"):
+            parts = [self._eq(path, a) for a in arg]
+            if not parts:
+                return "FALSE" if op == "$in" else "TRUE"
+            return "(" + (" OR " if op == "$in" else " AND ").join(parts) + ")"
+        if op in ("$gt", "$gte", "$lt", "$lte") and _number(arg):
+            symbol = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}[op]
+            return self._exists(path, f"@ {symbol} $v", arg)
+        if op == "$between" and _number(arg[0]) and _number(arg[1]):
+            return self._exists(path, "@ >= $v && @ <= $w", arg[0], arg[1])
+        return "TRUE"
+
+    def _eq(self, path: str, arg: Any) -> str:
+        if arg is None or isinstance(arg, list | dict):
+            return "TRUE"
+        return self._exists(path, "@ == $v", arg)
+
+    def _exists(self, path: str, test: str | None, v: Any = None, w: Any = None) -> str:
+        self.n += 1
+        key = f"fp{self.n}"
+        self.params[key] = path + (f" ? ({test})" if test else "")
+        self.params[key + "v"] = json.dumps({"v": v, "w": w})
+        return f"jsonb_path_exists(value, %({key})s::jsonpath, %({key}v)s::jsonb)"
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+__all__ = ["SEARCH_MIGRATIONS", "PgSearch", "has_pgvector"]
