@@ -1,0 +1,598 @@
+"""The HTTP API: LangGraph Agent Server's ``/store`` routes, engram's versioned ``/v1`` routes, health.
+
+``create_app(ServerConfig(...))`` builds a FastAPI app. Each route is one call into the synchronous
+library, run on a worker thread. Each tenant (one per API key's ``tenant``) has its own repository;
+a server without keys serves its base store as the single tenant ``default`` with every scope.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+from fastapi import Depends, FastAPI, Query, Request, Response
+from fastapi import Path as PathParam
+from fastapi.responses import JSONResponse
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import StringConstraints
+from starlette.concurrency import run_in_threadpool
+
+from engram.embed import Embedder, embedder_from_spec
+from engram.errors import EngramError, ItemNotFoundError
+from engram.repo import Repository
+from engram.server import schemas as s
+from engram.server.auth import LOCAL, LOCAL_TENANT, KeyRing, Principal, authenticate
+from engram.server.errors import ErrorBody, StrictRoute, error_response, install
+from engram.store import Memory, SearchResults, open_repository, tenant_url
+from engram.store import open as open_store
+from engram.store.ops import NOT_PROVIDED
+
+T = TypeVar("T")
+KEYS_FILE = "keys.json"
+MiB = 1 << 20
+
+
+@dataclass
+class ServerConfig:
+    """How a server runs.
+
+    Attributes:
+        store: the base store URL (``None``: ``./.engram``; ``:memory:``; a directory; ``sqlite:///file.db``).
+            Without keys it is the store served; with keys each tenant gets its own store derived from it.
+        embedder: embedder spec (``minilm``, ``hashing``, ``openai:<model>@<url>``), an Embedder, or None.
+        keys_file: the API keys file; default ``<store dir>/keys.json`` (none for ``:memory:``).
+        max_body: the largest request body accepted, in bytes.
+        branch: the branch requests read and write when they name none.
+        require_keys: True/False forces keys on/off; None (default) requires them when the keys file has any.
+        redis: a Redis URL caching a PostgreSQL store (see :func:`engram.open`).
+    """
+
+    store: str | None = None
+    embedder: Embedder | str | None = "minilm"
+    keys_file: Path | str | None = None
+    max_body: int = MiB
+    branch: str = "main"
+    require_keys: bool | None = None
+    redis: str | None = None
+
+    def open_options(self) -> dict[str, Any]:
+        """Keyword arguments every store of this server is opened with."""
+        return {} if self.redis is None else {"redis": self.redis}
+
+    def keys_path(self) -> Path | None:
+        """Where the API keys are kept (None: this store has no default place for them)."""
+        if self.keys_file is not None:
+            return Path(self.keys_file)
+        probe = tenant_url(self.store, "x")  # <store dir>/tenants/x/engram.db for file stores
+        return None if probe == ":memory:" or "://" in probe else Path(probe).parents[2] / KEYS_FILE
+
+
+class Tenants:
+    """Each tenant's Memory, opened on first use and kept open (one repository per tenant)."""
+
+    def __init__(self, config: ServerConfig, local: bool) -> None:
+        self.config = config
+        self.local = local
+        self._memories: dict[str, Memory] = {}
+        self._probe: Repository | None = None
+        self._embedder: Embedder | None = None
+        self._lock = threading.Lock()
+
+    def url(self, tenant: str) -> str | None:
+        """The store URL of a tenant."""
+        return self.config.store if self.local else tenant_url(self.config.store, tenant)
+
+    def memory(self, tenant: str) -> Memory:
+        """The tenant's Memory (opening its store the first time)."""
+        with self._lock:
+            found = self._memories.get(tenant)
+            if found is None:
+                spec = self.config.embedder
+                if isinstance(spec, str) and self._embedder is None:
+                    self._embedder = embedder_from_spec(spec)
+                chosen = self._embedder if isinstance(spec, str) else spec
+                branch = self.config.branch if self.local else "main"
+                found = open_store(
+                    self.url(tenant), branch=branch, author="api", embedder=chosen, **self.config.open_options()
+                )
+                self._memories[tenant] = found
+            return found
+
+    def probe(self) -> Repository:
+        """The repository readiness checks write to: the served store, or with keys the base store."""
+        if self.local:
+            return self.memory(LOCAL_TENANT).repo
+        with self._lock:
+            if self._probe is None:
+                self._probe = open_repository(self.config.store, **self.config.open_options())
+            return self._probe
+
+    def close(self) -> None:
+        """Close every open store."""
+        with self._lock:
+            for memory in self._memories.values():
+                memory.close()
+            self._memories.clear()
+            if self._probe is not None:
+                self._probe.chunks.close()
+                self._probe.refs.close()
+                self._probe = None
+
+
+def check_ready(repo: Repository) -> None:
+    """Read a ref and a chunk, and rewrite that chunk (an idempotent write), or raise."""
+    heads = list(repo.branches().values())[:1]
+    repo.chunks.put_many(repo.chunks.get_many(heads))
+
+
+@dataclass
+class State:
+    """What the routes of one app share."""
+
+    config: ServerConfig
+    keyring: KeyRing
+    tenants: Tenants
+
+    @property
+    def local(self) -> bool:
+        """True when the server runs without keys (one tenant, every scope)."""
+        return self.tenants.local
+
+    def authenticate(self, secret: str | None) -> Principal:
+        """The caller a key makes; a 401 for a missing or unknown key (every caller is local without keys)."""
+        return LOCAL if self.local else authenticate(self.keyring, secret)
+
+
+@dataclass
+class Caller:
+    """An authenticated request: who calls, and their tenant's Memory."""
+
+    who: Principal
+    memory: Memory
+    branch: str
+
+    def on(self, branch: str | None = None) -> Memory:
+        """A handle on ``branch`` (default: the server's) that records this caller as author."""
+        return self.memory.handle(branch or self.branch, author=self.who.author)
+
+
+_bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer <API key>")
+_api_key = APIKeyHeader(name="X-API-Key", auto_error=False, description="X-API-Key: <API key>")
+
+
+def _caller(scope: str) -> Callable[..., Any]:
+    async def dependency(
+        request: Request,
+        bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+        api_key: Annotated[str | None, Depends(_api_key)],
+    ) -> Caller:
+        state: State = request.app.state.engram
+        who = state.authenticate(bearer.credentials if bearer is not None else api_key)
+        who.require(scope)
+        memory = await run_in_threadpool(state.tenants.memory, who.tenant)
+        return Caller(who, memory, state.config.branch)
+
+    return dependency
+
+
+Read = Annotated[Caller, Depends(_caller("read"))]
+Write = Annotated[Caller, Depends(_caller("write"))]
+Admin = Annotated[Caller, Depends(_caller("admin"))]
+
+
+async def run(fn: Callable[[], T]) -> T:
+    """Run one library call on a worker thread (the core is synchronous)."""
+    return await run_in_threadpool(fn)
+
+
+def _ns(values: list[str]) -> tuple[str, ...]:
+    """A namespace from query parameters: one dot-joined value (``a.b``) or one value per label."""
+    return tuple(values[0].split(".")) if len(values) == 1 else tuple(values)
+
+
+def _prefix(text: str | None) -> tuple[str, ...] | None:
+    """An optional dot-joined namespace prefix; empty means the root."""
+    return None if text is None else tuple(text.split(".")) if text else ()
+
+
+_DOTTED = r"^[^.]+(\.[^.]+)*$"
+NsQuery = Annotated[
+    list[Annotated[str, StringConstraints(pattern=_DOTTED)]],
+    Query(min_length=1, description="namespace, dot-joined (a.b) or repeated (namespace=a&namespace=b)"),
+]
+KeyQuery = Annotated[str, Query(description="item key")]
+_REF = "a ref: branch, tag, commit id, HEAD~n, main@{ISO time}"
+RefQuery = Annotated[str, Query(min_length=1, description=_REF)]
+AtQuery = Annotated[str | None, Query(min_length=1, description="read as of " + _REF)]
+BranchQuery = Annotated[str | None, Query(min_length=1, description="branch (default: the server's, main)")]
+PrefixQuery = Annotated[
+    str | None, Query(pattern=r"^([^.]+(\.[^.]+)*)?$", description="namespace prefix, dot-joined (a.b); empty: root")
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _Routes:
+    """Routes declared once at import and added to each app, flat in ``app.routes``."""
+
+    def __init__(self, prefix: str, tag: str) -> None:
+        self.prefix = prefix
+        self.tag = tag
+        self.entries: list[tuple[str, str, Callable[..., Any], dict[str, Any]]] = []
+
+    def _route(self, method: str, path: str, options: dict[str, Any]) -> Callable[[F], F]:
+        def register(endpoint: F) -> F:
+            self.entries.append((method, self.prefix + path, endpoint, options))
+            return endpoint
+
+        return register
+
+    def get(self, path: str, **options: Any) -> Callable[[F], F]:
+        return self._route("GET", path, options)
+
+    def put(self, path: str, **options: Any) -> Callable[[F], F]:
+        return self._route("PUT", path, options)
+
+    def post(self, path: str, **options: Any) -> Callable[[F], F]:
+        return self._route("POST", path, options)
+
+    def delete(self, path: str, **options: Any) -> Callable[[F], F]:
+        return self._route("DELETE", path, options)
+
+    def install(self, app: FastAPI) -> None:
+        """Add these routes to ``app``."""
+        for method, path, endpoint, options in self.entries:
+            app.router.add_api_route(path, endpoint, methods=[method], tags=[self.tag],
+                                     route_class_override=StrictRoute, **options)  # fmt: skip
+
+
+store = _Routes("/store", "store (LangGraph)")
+v1 = _Routes("/v1", "versioned")
+health = _Routes("", "health")
+
+
+# ------------------------------------------------------------------------- LangGraph store routes
+
+
+@store.put("/items", status_code=204, response_class=Response, responses=s.responses())
+async def put_item(caller: Write, body: s.PutItem) -> Response:
+    """Store or replace an item (one commit). Leaving ``ttl`` out uses the store's default TTL."""
+    ns = caller.who.check(body.namespace)
+    ttl = body.ttl if "ttl" in body.model_fields_set else NOT_PROVIDED
+    await run(lambda: caller.on().put(ns, body.key, body.value, body.index, ttl=ttl))
+    return Response(status_code=204)
+
+
+@store.get("/items", response_model=None, responses=s.responses(s.ItemOut))
+async def get_item(
+    caller: Read, namespace: NsQuery, key: KeyQuery, refresh_ttl: bool | None = None, at: AtQuery = None
+) -> dict[str, Any]:
+    """Get an item (404 when there is none); ``at`` reads it as of a ref."""
+    ns = caller.who.check(_ns(namespace))
+    if at is None:
+        item = await run(lambda: caller.on().get(ns, key, refresh_ttl=refresh_ttl))
+    else:
+        item = await run(lambda: caller.on().at(at).get(ns, key))
+    if item is None:
+        raise ItemNotFoundError(f"no item {'.'.join(ns)} / {key}" + (f" at {at}" if at else ""))
+    return item.dict()
+
+
+@store.delete("/items", status_code=204, response_class=Response, responses=s.responses())
+async def delete_item(caller: Write, body: s.DeleteItem) -> Response:
+    """Delete an item (one commit; deleting a missing item changes nothing)."""
+    ns = caller.who.check(body.namespace)
+    await run(lambda: caller.on().delete(ns, body.key))
+    return Response(status_code=204)
+
+
+def _search(caller: Caller, body: s.SearchItems, branch: str | None = None) -> Callable[[], SearchResults]:
+    prefix = caller.who.narrow(body.namespace_prefix) or ()
+    return lambda: caller.on(branch).search(
+        prefix, body.query, filter=body.filter, limit=body.limit, offset=body.offset, mode=body.mode,
+        profile=body.ranking(), explain=body.explain, min_score=body.min_score, refresh_ttl=body.refresh_ttl,
+        at=body.at,
+    )  # fmt: skip
+
+
+@store.post("/items/search", response_model=None, responses=s.responses(s.SearchOut))
+async def search_items(caller: Read, body: s.SearchItems) -> JSONResponse:
+    """Search items by meaning, keywords and filters (without ``query``: newest first).
+
+    The mode that ran is in the ``X-Engram-Search-Mode`` header (``X-Engram-Degraded: true`` when the
+    embedder failed and a hybrid search ran as keyword).
+    """
+    results = await run(_search(caller, body))
+    headers = {"X-Engram-Search-Mode": results.mode}
+    if results.degraded:
+        headers["X-Engram-Degraded"] = "true"
+    return JSONResponse({"items": [r.dict() for r in results]}, headers=headers)
+
+
+def _namespaces(caller: Caller, body: s.ListNamespaces, branch: str | None = None) -> dict[str, Any]:
+    prefix = caller.who.narrow_pattern(body.prefix)
+    mem = caller.on(branch)
+    reader = mem if body.at is None else mem.at(body.at)
+    found = reader.list_namespaces(prefix=prefix, suffix=body.suffix, max_depth=body.max_depth, limit=body.limit,
+                                   offset=body.offset)  # fmt: skip
+    return {"namespaces": [list(ns) for ns in found]}
+
+
+@store.post("/namespaces", response_model=None, responses=s.responses(s.NamespacesOut))
+async def list_namespaces(caller: Read, body: s.ListNamespaces) -> dict[str, Any]:
+    """List namespaces holding items; ``*`` in ``prefix``/``suffix`` matches any one label."""
+    return await run(lambda: _namespaces(caller, body))
+
+
+# ------------------------------------------------------------------------------- /v1 routes
+
+
+@v1.get("/items", response_model=None, responses=s.responses(s.FullItemOut))
+async def v1_get_item(
+    caller: Read, namespace: NsQuery, key: KeyQuery, at: AtQuery = None, branch: BranchQuery = None
+) -> dict[str, Any]:
+    """Get an item with its expiry and provenance, on a branch or as of a ref."""
+    ns = caller.who.check(_ns(namespace))
+    item = await run(lambda: (caller.on(branch).at(at) if at else caller.on(branch)).get(ns, key))
+    found = s.full_item(item)
+    if found is None:
+        raise ItemNotFoundError(f"no item {'.'.join(ns)} / {key}" + (f" at {at}" if at else ""))
+    return found
+
+
+@v1.put("/items", response_model=None, responses=s.responses(s.CommitResult))
+async def v1_put_item(caller: Write, body: s.WriteItem) -> dict[str, Any]:
+    """Store or replace an item as one commit on ``branch``; returns the commit."""
+    ns = caller.who.check(body.namespace)
+    ttl = body.ttl if "ttl" in body.model_fields_set else NOT_PROVIDED
+    made = await run(lambda: caller.on(body.branch).put(ns, body.key, body.value, body.index, ttl=ttl,
+                                                        author=body.author, sources=body.sources,
+                                                        message=body.message))  # fmt: skip
+    return {"commit": s.commit(made)}
+
+
+@v1.delete("/items", response_model=None, responses=s.responses(s.CommitResult))
+async def v1_delete_item(
+    caller: Write, namespace: NsQuery, key: KeyQuery, branch: BranchQuery = None, message: str | None = None
+) -> dict[str, Any]:
+    """Delete an item as one commit on ``branch``; returns the commit (the head when nothing changed)."""
+    ns = caller.who.check(_ns(namespace))
+    made = await run(lambda: caller.on(branch).delete(ns, key, message=message))
+    return {"commit": s.commit(made)}
+
+
+@v1.post("/search", response_model=None, responses=s.responses(s.SearchV1Out))
+async def v1_search(caller: Read, body: s.SearchV1) -> dict[str, Any]:
+    """Search a branch (or the version ``at``); says which mode ran and why it was degraded."""
+    return s.search(await run(_search(caller, body, body.branch)))
+
+
+@v1.get("/namespaces", response_model=None, responses=s.responses(s.NamespacesOut))
+async def v1_namespaces(
+    caller: Read,
+    prefix: PrefixQuery = None,
+    max_depth: Annotated[int | None, Query(ge=1)] = None,
+    limit: Annotated[int, Query(ge=0, le=s.MAX_LIMIT)] = 100,
+    offset: Annotated[int, Query(ge=0, le=s.MAX_OFFSET)] = 0,
+    at: AtQuery = None,
+    branch: BranchQuery = None,
+) -> dict[str, Any]:
+    """List namespaces holding items under a prefix."""
+    labels = _prefix(prefix)
+    body = s.ListNamespaces(prefix=None if not labels else list(labels), max_depth=max_depth, limit=limit,
+                            offset=offset, at=at)  # fmt: skip
+    return await run(lambda: _namespaces(caller, body, branch))
+
+
+@v1.get("/log", response_model=None, responses=s.responses(s.LogOut))
+async def v1_log(
+    caller: Read,
+    ref: RefQuery = "HEAD",
+    namespace: PrefixQuery = None,
+    key: Annotated[str | None, Query(description="only commits that changed this key (needs namespace)")] = None,
+    limit: Annotated[int, Query(ge=1, le=s.MAX_LIMIT)] = 50,
+    branch: BranchQuery = None,
+) -> dict[str, Any]:
+    """Commits reachable from ``ref``, newest first; only those touching a namespace prefix or one key."""
+    if key is not None:
+        scope: tuple[str, ...] | None = caller.who.check(_prefix(namespace) or ())
+    else:
+        scope = caller.who.narrow(_prefix(namespace))
+    commits = await run(lambda: caller.on(branch).log(ref, namespace=scope, key=key, limit=limit))
+    return {"commits": [s.commit(c) for c in commits]}
+
+
+@v1.get("/commits/{ref:path}", response_model=None, responses=s.responses(s.ShowOut))
+async def v1_show(
+    caller: Read, ref: Annotated[str, PathParam(description=_REF)], branch: BranchQuery = None
+) -> dict[str, Any]:
+    """One commit and the item changes it made (for a restricted key, only those under its prefix)."""
+    details = await run(lambda: caller.on(branch).show(ref))
+    return s.show(details, caller.who.namespace_prefix)
+
+
+@v1.get("/diff", response_model=None, responses=s.responses(s.DiffOut))
+async def v1_diff(
+    caller: Read, old: RefQuery, new: RefQuery = "HEAD", namespace: PrefixQuery = None, branch: BranchQuery = None
+) -> dict[str, Any]:
+    """Items that differ between versions ``old`` and ``new``, optionally under a namespace prefix."""
+    scope = caller.who.narrow(_prefix(namespace)) or ()
+    changes = await run(lambda: caller.on(branch).diff(old, new, namespace=scope))
+    return {"changes": [s.change(c) for c in changes]}
+
+
+@v1.get("/history", response_model=None, responses=s.responses(s.HistoryOut))
+async def v1_history(
+    caller: Read, namespace: NsQuery, key: KeyQuery, ref: RefQuery = "HEAD", branch: BranchQuery = None
+) -> dict[str, Any]:
+    """Every version of one item, newest first, each with the commit that made it (blame)."""
+    ns = caller.who.check(_ns(namespace))
+    versions = await run(lambda: caller.on(branch).history(ns, key, ref))
+    return {"versions": [s.version(v) for v in versions]}
+
+
+@v1.get("/branches", response_model=None, responses=s.responses(s.RefsOut))
+async def v1_branches(caller: Read) -> dict[str, Any]:
+    """Branch name -> head commit id."""
+    return {"refs": await run(lambda: caller.on().branches())}
+
+
+@v1.post("/branches", status_code=201, response_model=None, responses=s.responses(s.RefOut, 201))
+async def v1_create_branch(caller: Write, body: s.CreateRef) -> dict[str, Any]:
+    """Create a branch at version ``at`` (``HEAD`` is the head of ``branch``)."""
+
+    def create() -> dict[str, Any]:
+        mem = caller.on(body.branch)
+        mem.create_branch(body.name, body.at)
+        return {"name": body.name, "commit": mem.branches()[body.name]}
+
+    return await run(create)
+
+
+@v1.delete("/branches/{name:path}", status_code=204, response_class=Response, responses=s.responses())
+async def v1_delete_branch(caller: Admin, name: str, branch: BranchQuery = None) -> Response:
+    """Delete a branch (not the one named by ``branch``, the server's by default)."""
+    await run(lambda: caller.on(branch).delete_branch(name))
+    return Response(status_code=204)
+
+
+@v1.get("/tags", response_model=None, responses=s.responses(s.RefsOut))
+async def v1_tags(caller: Read) -> dict[str, Any]:
+    """Tag name -> commit id."""
+    return {"refs": await run(lambda: caller.on().tags())}
+
+
+@v1.post("/tags", status_code=201, response_model=None, responses=s.responses(s.RefOut, 201))
+async def v1_create_tag(caller: Write, body: s.CreateRef) -> dict[str, Any]:
+    """Name version ``at`` (``HEAD`` is the head of ``branch``); tags never move."""
+
+    def create() -> dict[str, Any]:
+        mem = caller.on(body.branch)
+        mem.tag(body.name, body.at)
+        return {"name": body.name, "commit": mem.tags()[body.name]}
+
+    return await run(create)
+
+
+@v1.delete("/tags/{name:path}", status_code=204, response_class=Response, responses=s.responses())
+async def v1_delete_tag(caller: Admin, name: str) -> Response:
+    """Delete a tag."""
+    await run(lambda: caller.on().delete_tag(name))
+    return Response(status_code=204)
+
+
+@v1.post("/merge", response_model=None, responses=s.responses(s.CommitResult))
+async def v1_merge(caller: Write, body: s.Merge) -> dict[str, Any]:
+    """Merge ``source`` into ``into`` with a two-parent commit; conflicts the strategy leaves are a 409."""
+    caller.who.require_unrestricted("merge")
+    made = await run(lambda: caller.on(body.into).merge(body.source, strategy=body.strategy, message=body.message))
+    return {"commit": s.commit(made)}
+
+
+@v1.post("/revert", response_model=None, responses=s.responses(s.CommitResult))
+async def v1_revert(caller: Write, body: s.Revert) -> dict[str, Any]:
+    """Undo what commit ``ref`` changed, with a new commit on ``branch``."""
+    caller.who.require_unrestricted("revert")
+    made = await run(lambda: caller.on(body.branch).revert(body.ref, strategy=body.strategy))
+    return {"commit": s.commit(made)}
+
+
+@v1.post("/reset", response_model=None, responses=s.responses(s.ResetOut))
+async def v1_reset(caller: Admin, body: s.Reset) -> dict[str, Any]:
+    """Move ``branch`` to version ``ref`` (the old head stays in the reflog)."""
+    caller.who.require_unrestricted("reset")
+
+    def reset() -> dict[str, Any]:
+        mem = caller.on(body.branch)
+        mem.reset(body.ref)
+        return {"branch": mem.branch, "commit": s.commit(mem.head)}
+
+    return await run(reset)
+
+
+@v1.post("/gc", response_model=None, responses=s.responses(s.GcOut))
+async def v1_gc(caller: Admin, body: s.Gc) -> dict[str, Any]:
+    """Delete chunks no ref or reflog entry reaches (chunks younger than 10 minutes are kept)."""
+    caller.who.require_unrestricted("gc")
+    keep = None if body.keep_reflog_days is None else timedelta(days=body.keep_reflog_days)
+    report = await run(lambda: caller.on().gc(keep))
+    return {"kept": report.kept, "removed": report.removed, "reflog_pruned": report.reflog_pruned}
+
+
+@v1.get("/fsck", response_model=None, responses=s.responses(s.FsckOut))
+async def v1_fsck(caller: Admin) -> dict[str, Any]:
+    """Verify every reachable chunk exists and hashes right."""
+    caller.who.require_unrestricted("fsck")
+    report = await run(lambda: caller.on().fsck())
+    return {"ok": report.ok, "commits": report.commits, "nodes": report.nodes, "missing": report.missing,
+            "corrupt": report.corrupt}  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------- health
+
+
+@health.get("/healthz", response_model=None, responses={200: {"model": s.Health}})
+async def healthz() -> dict[str, Any]:
+    """Liveness: the process serves requests."""
+    return {"status": "ok", "checks": {}}
+
+
+@health.get("/readyz", response_model=None, responses={200: {"model": s.Health}, 503: {"model": ErrorBody}})
+async def readyz(request: Request) -> JSONResponse:
+    """Readiness: the store is reachable and accepts writes; a Redis cache that is down shows as degraded
+    (still 200: the store answers without it)."""
+    state: State = request.app.state.engram
+    started = time.perf_counter()
+    try:
+        repo = await run(state.tenants.probe)
+        await run(lambda: check_ready(repo))
+    except (EngramError, OSError) as exc:
+        check = {"ok": False, "error": str(exc)}
+        return error_response(503, "not_ready", f"the store is not ready: {exc}", {"checks": {"store": check}})
+    ms = round((time.perf_counter() - started) * 1000, 2)
+    checks: dict[str, Any] = {"store": {"ok": True, "ms": ms}}
+    health = getattr(repo.refs, "health", None)
+    if health is not None:
+        checks["cache"] = await run(lambda: health.status(probe=True))
+    degraded = any(check.get("degraded") for check in checks.values())
+    return JSONResponse({"status": "degraded" if degraded else "ok", "checks": checks})
+
+
+def create_app(config: ServerConfig | None = None) -> FastAPI:
+    """Build the HTTP API app for ``config`` (see :class:`ServerConfig`)."""
+    config = config or ServerConfig()
+    keyring = KeyRing(config.keys_path())
+    local = not keyring.keys() if config.require_keys is None else not config.require_keys
+    state = State(config, keyring, Tenants(config, local))
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await run(state.tenants.close)
+
+    app = FastAPI(
+        title="engram",
+        version="1",
+        summary="Versioned, searchable memory for AI agents: LangGraph's store API plus history, diff, branches.",
+        lifespan=lifespan,
+    )
+    app.state.engram = state
+    install(app, config.max_body)
+    for routes in (store, v1, health):
+        routes.install(app)
+
+    @app.get("/", include_in_schema=False)
+    async def root() -> dict[str, Any]:
+        return {"name": "engram", "docs": "/docs", "openapi": "/openapi.json", "health": "/healthz",
+                "auth": "none (local)" if local else "API key"}  # fmt: skip
+
+    return app
+
+
+__all__ = ["ServerConfig", "create_app"]

@@ -1,0 +1,147 @@
+"""``engram serve`` (the HTTP API on uvicorn) and ``engram keys`` (its API keys).
+
+Both read the root options ``--store``, ``--branch`` and ``--embedder``. Without API keys the server
+is for local development: it binds to 127.0.0.1 only, whatever ``--host`` says, and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+
+from engram.cli import _friendly, err, out
+from engram.errors import ConfigError
+from engram.server.app import MiB, ServerConfig, create_app
+from engram.server.auth import SCOPES, KeyRing
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+_keys_file = click.option(
+    "--keys-file",
+    envvar="ENGRAM_KEYS_FILE",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="API keys file (default: <store dir>/keys.json).",
+)
+
+
+def _config(ctx: click.Context, keys_file: Path | None, max_body: int = MiB) -> ServerConfig:
+    opts = ctx.find_root().params
+    return ServerConfig(
+        store=opts.get("store") or os.environ.get("ENGRAM_STORE"),
+        embedder=opts.get("embedder") or "minilm",
+        keys_file=keys_file,
+        max_body=max_body,
+        branch=opts.get("branch") or "main",
+        redis=opts.get("redis"),
+    )
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface (needs API keys to leave loopback).")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535), help="Port to listen on.")
+@_keys_file
+@click.option("--max-body", default=MiB, show_default=True, type=click.IntRange(1), help="Largest request body, bytes.")
+@click.option("--log-level", default="info", show_default=True,
+              type=click.Choice(["critical", "error", "warning", "info", "debug"]))  # fmt: skip
+@click.pass_context
+@_friendly
+def serve(ctx: click.Context, host: str, port: int, keys_file: Path | None, max_body: int, log_level: str) -> None:
+    """Serve the HTTP API: LangGraph's store routes, /v1 versioning routes, docs at /docs."""
+    import uvicorn
+
+    config = _config(ctx, keys_file, max_body)
+    app = create_app(config)
+    app.state.engram.tenants.probe()  # open the store now: a bad --store fails here, with one line
+    local: bool = app.state.engram.local
+    if local and host not in LOOPBACK:
+        err.print(
+            f"[yellow]warning:[/yellow] no API keys configured, so engram binds to 127.0.0.1 only (not "
+            f"{escape(host)}); create one with `engram keys create --tenant NAME --scope read --scope write`",
+            soft_wrap=True,
+        )
+        host = "127.0.0.1"
+    shown = f"[{host}]" if ":" in host else host
+    access = "no API keys: local access only, every scope" if local else f"API keys from {config.keys_path()}"
+    out.print(
+        escape(f"engram serving http://{shown}:{port} (store {config.store or './.engram'}, docs at /docs; {access})"),
+        soft_wrap=True,
+    )
+    uvicorn.run(app, host=host, port=port, log_level=log_level)
+
+
+def _ring(ctx: click.Context) -> KeyRing:
+    config = _config(ctx, ctx.obj.get("keys_file"))
+    path = config.keys_path()
+    if path is None:
+        raise ConfigError("this store has no default keys file; pass --keys-file (or ENGRAM_KEYS_FILE)")
+    return KeyRing(path)
+
+
+@click.group()
+@_keys_file
+@click.pass_context
+def keys(ctx: click.Context, keys_file: Path | None) -> None:
+    """Create, list and revoke the API keys of `engram serve` (only their hashes are stored)."""
+    ctx.ensure_object(dict)
+    ctx.obj["keys_file"] = keys_file
+
+
+@keys.command("create")
+@click.option("--tenant", required=True, help="Tenant (its own repository): letters, digits, '-' and '_'.")
+@click.option("--scope", "scopes", multiple=True, required=True, type=click.Choice(SCOPES),
+              help="read, write or admin (admin implies the others); repeat for several.")  # fmt: skip
+@click.option("--namespace-prefix", default="", help="Restrict the key to namespaces under a/b.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (with the key).")
+@click.pass_context
+@_friendly
+def create(ctx: click.Context, tenant: str, scopes: tuple[str, ...], namespace_prefix: str, as_json: bool) -> None:
+    """Create an API key and print it once (it cannot be shown again)."""
+    ring = _ring(ctx)
+    prefix = [label for label in namespace_prefix.split("/") if label]
+    key, secret = ring.create(tenant, scopes, prefix)
+    if as_json:
+        click.echo(json.dumps({**_public(key.as_dict()), "key": secret}))
+        return
+    where = f"; namespace prefix {'/'.join(key.namespace_prefix)}" if key.namespace_prefix else ""
+    err.print(f"created key {key.id} for tenant {key.tenant} (scopes: {', '.join(key.scopes)}{where}) in {ring.path}")
+    err.print("store it now: it is not shown again")
+    click.echo(secret)
+
+
+def _public(entry: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in entry.items() if name != "sha256"}
+
+
+@keys.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@_friendly
+def list_keys(ctx: click.Context, as_json: bool) -> None:
+    """List API keys (ids, tenants, scopes; never secrets)."""
+    found = _ring(ctx).keys()
+    if as_json:
+        click.echo(json.dumps([_public(key.as_dict()) for key in found]))
+        return
+    if not found:
+        err.print("no API keys: `engram serve` runs for local access only")
+    for key in found:
+        prefix = "/".join(key.namespace_prefix) or "*"
+        out.print(escape(f"{key.id}  {key.tenant:<16} {','.join(key.scopes):<16} {prefix:<20} {key.created}"))
+
+
+@keys.command("revoke")
+@click.argument("key_id")
+@click.pass_context
+@_friendly
+def revoke(ctx: click.Context, key_id: str) -> None:
+    """Revoke the API key KEY_ID (a running server stops accepting it at once)."""
+    if not _ring(ctx).revoke(key_id):
+        err.print(f"[red]error:[/red] no API key with id {escape(repr(key_id))}; see `engram keys list`")
+        sys.exit(1)
+    out.print(f"revoked key {escape(key_id)}")

@@ -1,0 +1,386 @@
+"""Request and response bodies of the HTTP API, and the conversion of engram's values to JSON.
+
+The ``/store`` bodies are LangGraph Agent Server's, field for field (plus optional extensions);
+the ``/v1`` bodies expose engram's versioning verbs.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from engram.objects import Commit
+from engram.server.errors import ErrorBody
+from engram.store import CommitDetails, Item, ItemChange, Profile, SearchResults, Version
+
+#: Largest page a search or a listing returns.
+MAX_LIMIT = 10_000
+MAX_OFFSET = 1_000_000
+#: Longest TTL, in minutes (about 1900 years).
+MAX_TTL = 1e9
+Mode = Literal["hybrid", "semantic", "keyword"]
+Strategy = Literal["fail", "ours", "theirs", "newest"]
+Label = Annotated[str, Field(min_length=1, pattern=r"^[^.]+$", description="a namespace label: no '.'")]
+Namespace = Annotated[list[Label], Field(min_length=1, description='namespace labels, e.g. ["users", "alice"]')]
+Prefix = Annotated[list[Label], Field(description="namespace prefix labels; [] is the root")]
+RefText = Annotated[str, Field(min_length=1, description="a ref: branch, tag, commit id, HEAD~n, main@{ISO time}")]
+Weight = Annotated[float, Field(ge=0, le=1000)]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+
+
+class ProfileBody(_Body):
+    """A custom ranking profile: weights of similarity, confidence and recency."""
+
+    similarity: Weight
+    confidence: Weight = 0.0
+    recency: Weight = 0.0
+    half_life_hours: float = Field(168.0, gt=0, le=MAX_TTL)
+
+    def profile(self) -> Profile:
+        """The library's profile."""
+        return Profile(self.similarity, self.confidence, self.recency, self.half_life_hours)
+
+
+# ------------------------------------------------------------------------ LangGraph store bodies
+
+
+class PutItem(_Body):
+    """``PUT /store/items``: store (or replace) an item. Leaving ``ttl`` out uses the store's default."""
+
+    namespace: Namespace
+    key: str
+    value: dict[str, Any]
+    index: Literal[False] | list[str] | None = None
+    ttl: float | None = Field(None, gt=0, le=MAX_TTL, description="minutes until the item expires; null: never")
+
+    @field_validator("index", mode="before")
+    @classmethod
+    def _exactly_false(cls, value: Any) -> Any:
+        if value is not None and value is not False and not isinstance(value, list):
+            raise ValueError("index is false (not searchable), null (the store's fields) or a list of field paths")
+        return value
+
+
+class DeleteItem(_Body):
+    """``DELETE /store/items``: delete an item."""
+
+    namespace: Namespace
+    key: str
+
+
+class SearchItems(_Body):
+    """``POST /store/items/search``; ``mode`` to ``at`` are engram's extensions."""
+
+    namespace_prefix: Prefix = Field(default_factory=list)
+    filter: dict[str, Any] | None = None
+    limit: int = Field(10, ge=0, le=MAX_LIMIT)
+    offset: int = Field(0, ge=0, le=MAX_OFFSET)
+    query: str | None = None
+    refresh_ttl: bool | None = None
+    mode: Mode | None = None
+    profile: str | ProfileBody = "similarity"
+    explain: bool = False
+    min_score: float | None = Field(None, ge=-1e6, le=1e6)
+    at: RefText | None = Field(None, description="search as of a ref: branch, tag, commit, HEAD~n, main@{time}")
+
+    def ranking(self) -> str | Profile:
+        """The profile the library takes."""
+        return self.profile.profile() if isinstance(self.profile, ProfileBody) else self.profile
+
+
+class ListNamespaces(_Body):
+    """``POST /store/namespaces``; ``*`` in ``prefix``/``suffix`` matches any one label."""
+
+    prefix: list[Label] | None = None
+    suffix: list[Label] | None = None
+    max_depth: int | None = Field(None, ge=1)
+    limit: int = Field(100, ge=0, le=MAX_LIMIT)
+    offset: int = Field(0, ge=0, le=MAX_OFFSET)
+    at: RefText | None = None
+
+
+class ItemOut(BaseModel):
+    """An item, LangGraph's shape."""
+
+    namespace: list[str]
+    key: str
+    value: dict[str, Any]
+    created_at: str
+    updated_at: str
+
+
+class SearchItemOut(ItemOut):
+    """An item found by a search, with its score (null in a listing without a query)."""
+
+    score: float | None
+    explain: dict[str, Any] | None = None
+
+
+class SearchOut(BaseModel):
+    """``POST /store/items/search`` response."""
+
+    items: list[SearchItemOut]
+
+
+class NamespacesOut(BaseModel):
+    """``POST /store/namespaces`` response."""
+
+    namespaces: list[list[str]]
+
+
+# ------------------------------------------------------------------------------- /v1 bodies
+
+
+class WriteItem(PutItem):
+    """``PUT /v1/items``: a LangGraph put plus the branch, the commit's author and message, and sources."""
+
+    branch: str | None = None
+    author: str | None = None
+    message: str | None = None
+    sources: list[str] = Field(default_factory=list)
+
+
+class SearchV1(SearchItems):
+    """``POST /v1/search``: a LangGraph search on a branch."""
+
+    branch: str | None = None
+
+
+class CreateRef(_Body):
+    """``POST /v1/branches`` and ``POST /v1/tags``: name the version ``at`` (``HEAD`` is ``branch``'s head)."""
+
+    name: Annotated[str, Field(min_length=1)]
+    at: RefText = "HEAD"
+    branch: str | None = None
+
+
+class Merge(_Body):
+    """``POST /v1/merge``: merge ``source`` into branch ``into``."""
+
+    source: RefText
+    into: str | None = None
+    strategy: Strategy = "fail"
+    message: str | None = None
+
+
+class Revert(_Body):
+    """``POST /v1/revert``: undo commit ``ref`` with a new commit on ``branch``."""
+
+    ref: RefText
+    branch: str | None = None
+    strategy: Strategy = "fail"
+
+
+class Reset(_Body):
+    """``POST /v1/reset``: move ``branch`` to version ``ref``."""
+
+    ref: RefText
+    branch: str | None = None
+
+
+class Gc(_Body):
+    """``POST /v1/gc``: delete unreachable chunks, first pruning reflog entries older than this."""
+
+    keep_reflog_days: float | None = Field(None, ge=0, le=100_000)
+
+
+class FullItemOut(ItemOut):
+    """An item with its expiry and provenance."""
+
+    expires_at: str | None
+    author: str | None
+    sources: list[str]
+
+
+class CommitOut(BaseModel):
+    """A commit."""
+
+    id: str
+    short_id: str
+    parents: list[str]
+    time: str
+    author: str
+    message: str
+    metadata: dict[str, Any]
+
+
+class CommitResult(BaseModel):
+    """The commit a write made (or the unchanged head when it changed nothing)."""
+
+    commit: CommitOut
+
+
+class ChangeOut(BaseModel):
+    """One item that differs between two versions."""
+
+    namespace: list[str]
+    key: str
+    kind: Literal["added", "removed", "modified"]
+    old: FullItemOut | None
+    new: FullItemOut | None
+
+
+class ShowOut(CommitOut):
+    """A commit and the item changes it made."""
+
+    changes: list[ChangeOut]
+
+
+class LogOut(BaseModel):
+    """Commits, newest first."""
+
+    commits: list[CommitOut]
+
+
+class DiffOut(BaseModel):
+    """Item changes between two versions."""
+
+    changes: list[ChangeOut]
+
+
+class VersionOut(BaseModel):
+    """One version of an item and the commit that made it (``item`` null: deleted)."""
+
+    commit: CommitOut
+    item: FullItemOut | None
+
+
+class HistoryOut(BaseModel):
+    """Every version of one item, newest first."""
+
+    versions: list[VersionOut]
+
+
+class SearchV1Out(BaseModel):
+    """Search results and how the search ran (``degraded`` says why it ran in a weaker mode)."""
+
+    items: list[SearchItemOut]
+    mode: str
+    requested_mode: str
+    degraded: str | None
+
+
+class RefsOut(BaseModel):
+    """Branch or tag name -> commit id."""
+
+    refs: dict[str, str]
+
+
+class RefOut(BaseModel):
+    """A branch or tag and the commit it names."""
+
+    name: str
+    commit: str
+
+
+class ResetOut(BaseModel):
+    """Where a branch points after a reset."""
+
+    branch: str
+    commit: CommitOut
+
+
+class GcOut(BaseModel):
+    """What garbage collection kept and removed."""
+
+    kept: int
+    removed: int
+    reflog_pruned: int
+
+
+class FsckOut(BaseModel):
+    """What fsck checked and found."""
+
+    ok: bool
+    commits: int
+    nodes: int
+    missing: list[str]
+    corrupt: list[str]
+
+
+class Health(BaseModel):
+    """``/healthz`` and ``/readyz``."""
+
+    status: str
+    checks: dict[str, Any] = Field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------ conversions
+
+
+def full_item(item: Item | None) -> dict[str, Any] | None:
+    """An item with expiry and provenance, or None."""
+    if item is None:
+        return None
+    return {
+        **item.dict(),
+        "expires_at": None if item.expires_at is None else item.expires_at.isoformat(),
+        "author": item.author,
+        "sources": list(item.sources),
+    }
+
+
+def commit(c: Commit) -> dict[str, Any]:
+    """A commit as JSON."""
+    return {
+        "id": c.id.hex(),
+        "short_id": c.short_id,
+        "parents": [p.hex() for p in c.parents],
+        "time": datetime.fromtimestamp(c.time / 1000, tz=UTC).isoformat(),
+        "author": c.author,
+        "message": c.message,
+        "metadata": c.metadata,
+    }
+
+
+def change(c: ItemChange) -> dict[str, Any]:
+    """An item change as JSON."""
+    return {"namespace": list(c.namespace), "key": c.key, "kind": c.kind, "old": full_item(c.old),
+            "new": full_item(c.new)}  # fmt: skip
+
+
+def show(details: CommitDetails, prefix: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A commit and its changes (only those under ``prefix``)."""
+    changes = [change(c) for c in details.changes if c.namespace[: len(prefix)] == prefix]
+    return {**commit(details.commit), "changes": changes}
+
+
+def version(v: Version) -> dict[str, Any]:
+    """One version of an item as JSON."""
+    return {"commit": commit(v.commit), "item": full_item(v.item)}
+
+
+def search(results: SearchResults) -> dict[str, Any]:
+    """Search results with how the search ran."""
+    return {"items": [r.dict() for r in results], "mode": results.mode, "requested_mode": results.requested_mode,
+            "degraded": results.degraded}  # fmt: skip
+
+
+# ------------------------------------------------------------------------------ OpenAPI
+
+
+ERROR_DESCRIPTIONS = {
+    400: "Malformed request",
+    401: "Missing or invalid API key",
+    403: "Missing scope, or a namespace outside the key's prefix",
+    404: "No such item, ref, branch or tag",
+    409: "Conflict (a merge's conflicts are in details; the ref exists)",
+    413: "Request body over the limit",
+    422: "Invalid input",
+    500: "Internal error",
+    503: "Store or embedder unavailable",
+}
+
+
+def responses(model: type[Any] | None = None, status: int = 200) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI responses of a route: its success body and every error, in the one error shape."""
+    out: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody, "description": text} for code, text in
+                                            ERROR_DESCRIPTIONS.items()}  # fmt: skip
+    if model is not None:
+        out[status] = {"model": model}
+    return out
