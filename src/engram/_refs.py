@@ -12,6 +12,8 @@ _EXPR = re.compile(r"^(?P<base>[^~^@{}]*)(?:@\{(?P<time>[^{}]*)\})?(?P<nav>(?:[~
 _NAV = re.compile(r"([~^])([0-9]*)")
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]*$")
 HEX = re.compile(r"^[0-9a-f]{7,40}$")
+#: The most parent steps one expression may take (``HEAD~1000000`` walks a million commits; more is a typo).
+MAX_STEPS = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +38,9 @@ def parse(expr: str) -> RefExpr:
         )
     steps: list[int] = []
     for op, digits in _NAV.findall(match.group("nav")):
-        n = int(digits) if digits else 1
+        n = int(digits[:9]) if digits else 1  # at most 9 digits are read: the cap below is far lower
+        if len(steps) + n > MAX_STEPS or len(digits) > 9:
+            raise InvalidRefError(f"ref {expr!r} goes back more than {MAX_STEPS:,} commits")
         if op == "~":
             steps.extend([0] * n)
         else:
@@ -60,7 +64,18 @@ def datetime_ms(moment: datetime) -> int:
     """A datetime as UTC milliseconds (a naive datetime is taken as UTC)."""
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
+    try:
+        return int(moment.timestamp() * 1000)
+    except (OverflowError, ValueError, OSError):
+        raise InvalidRefError(f"time {moment.isoformat()} is out of range") from None
+
+
+def format_ms(time_ms: int) -> str:
+    """UTC milliseconds as ISO 8601 (for messages; out-of-range values are shown as numbers)."""
+    try:
+        return datetime.fromtimestamp(time_ms / 1000, tz=UTC).isoformat()
+    except (OverflowError, ValueError, OSError):
+        return f"{time_ms} ms since the epoch"
 
 
 def check_name(name: str, kind: str) -> str:

@@ -70,8 +70,15 @@ def items_range(namespace: Sequence[str]) -> tuple[bytes, bytes]:
 
 
 def dumps(obj: Any) -> bytes:
-    """Canonical JSON: sorted keys, no spaces, UTF-8. Equal objects give equal bytes."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    """Canonical JSON: sorted keys, no spaces, UTF-8. Equal objects give equal bytes.
+
+    Raises ValueError for what JSON cannot carry (NaN, infinities, lone surrogates) and TypeError for
+    values that are not JSON types."""
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError("text that is not valid Unicode (it holds a lone surrogate)") from exc
 
 
 def loads(data: bytes) -> Any:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engram import codec
-from engram.errors import IntegrityError
+from engram.errors import IntegrityError, InvalidValueError
 from engram.hashing import ChunkId, chunk_id
 
 _COMMIT = b"C"
@@ -121,7 +121,10 @@ def encode_record(record: Record) -> bytes:
         body["s"] = list(record.sources)
     if record.extra:
         body["x"] = record.extra
-    return _RECORD + codec.dumps(body)
+    try:
+        return _RECORD + codec.dumps(body)
+    except (ValueError, TypeError) as exc:
+        raise InvalidValueError(f"an item value must be JSON: {exc}") from None
 
 
 def decode_record(data: bytes) -> Record:

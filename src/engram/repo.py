@@ -213,8 +213,7 @@ class Repository:
         for commit in self.iter_first_parents(head):
             if commit.time <= time_ms:
                 return commit.id
-        when = datetime.fromtimestamp(time_ms / 1000).astimezone().isoformat()
-        raise RefNotFoundError(f"branch {branch!r} has no commit at or before {when}")
+        raise RefNotFoundError(f"branch {branch!r} has no commit at or before {_refs.format_ms(time_ms)}")
 
     def create_branch(self, name: str, at: ChunkId, author: str = "") -> None:
         """Create branch ``name`` pointing at commit ``at``."""

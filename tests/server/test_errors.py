@@ -144,7 +144,12 @@ def test_errors_every_engram_error_class_has_a_status() -> None:
     assert all(400 <= status < 600 for status, _ in STATUS.values())
 
 
-@pytest.mark.xfail(strict=True, reason="library: Repository._as_of formats a year-0 time and raises ValueError")
 def test_errors_a_ref_time_before_year_one_is_a_4xx(client: TestClient) -> None:
     response = client.get("/v1/log", params={"ref": "main@{0001-01-01T00:00:00+14:00}"})
     error_of(response, 404, "ref_not_found")
+
+
+def test_errors_a_ref_walking_back_millions_of_commits_is_a_4xx(client: TestClient) -> None:
+    response = client.get("/v1/log", params={"ref": "HEAD~999999999"})
+    assert 400 <= response.status_code < 500
+    assert "more than 1,000,000 commits" in response.json()["error"]["message"]

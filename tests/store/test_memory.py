@@ -149,3 +149,29 @@ def test_public_surface_is_all() -> None:
     assert exported == set(engram.__all__)
     for name in engram.__all__:
         assert getattr(engram, name).__doc__, name
+
+
+def test_values_and_names_json_cannot_carry_are_rejected_cleanly(mem: Memory) -> None:
+    for bad in ({"x": float("nan")}, {"x": float("inf")}, {"x": "\ud800"}, {"x": object()}):
+        with pytest.raises(engram.InvalidValueError, match="must be JSON"):
+            mem.put(("a",), "k", bad)
+    with pytest.raises(engram.InvalidKeyError, match="valid Unicode"):
+        mem.put(("a",), "\ud800", {})
+    for label in ("\ud800", "a\x1fb", "tab\there"):
+        with pytest.raises(engram.InvalidNamespaceError, match="control characters"):
+            mem.put((label,), "k", {})
+    for ttl in (1e12, float("inf"), float("nan")):
+        with pytest.raises(engram.InvalidInputError, match="ttl"):
+            mem.put(("a",), "k", {}, ttl=ttl)
+    assert len(mem.log()) == 1  # nothing was written
+
+
+def test_extreme_refs_and_scores_are_user_errors(mem: Memory) -> None:
+    with pytest.raises(engram.InvalidRefError, match="more than 1,000,000 commits"):
+        mem.resolve("HEAD~999999999")
+    with pytest.raises(engram.RefNotFoundError, match="no commit at or before"):
+        mem.resolve("main@{0001-01-01T00:00:00+14:00}")
+    mem.put(("a",), "k", {"text": "hello"})
+    assert mem.search(("a",), "hello", min_score=1e300) == []
+    with pytest.raises(engram.InvalidInputError, match="min_score"):
+        mem.search(("a",), "hello", min_score=float("nan"))

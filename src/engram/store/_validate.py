@@ -25,6 +25,10 @@ def namespace(ns: Sequence[str] | Any, *, allow_empty: bool = False) -> tuple[st
             raise InvalidNamespaceError(f"namespace labels cannot be empty strings: {labels!r}")
         if "." in label:
             raise InvalidNamespaceError(f"namespace labels cannot contain periods ('.'): {label!r} in {labels!r}")
+        if not _printable(label):
+            raise InvalidNamespaceError(
+                f"namespace labels cannot hold control characters or invalid Unicode: {label!r} in {labels!r}"
+            )
     if labels and labels[0] == "langgraph":
         raise InvalidNamespaceError(f'the root label "langgraph" is reserved: {labels!r}')
     return labels
@@ -36,7 +40,21 @@ def key(k: Any) -> str:
         return str(k)
     if not isinstance(k, str):
         raise InvalidKeyError(f"an item key is a string, got {type(k).__name__} {k!r}")
+    if not _valid_unicode(k):
+        raise InvalidKeyError(f"an item key must be valid Unicode text (no lone surrogates): {k!r}")
     return k
+
+
+def _valid_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _printable(label: str) -> bool:
+    return _valid_unicode(label) and not any(ord(ch) < 0x20 for ch in label)
 
 
 def index_fields(fields: Any) -> list[str]:
@@ -50,10 +68,16 @@ def index_fields(fields: Any) -> list[str]:
     return list(fields)
 
 
+#: The longest TTL (about 1,900 years): beyond it expiry times leave the 64-bit range.
+MAX_TTL_MINUTES = 1e9
+
+
 def ttl(minutes: Any) -> float:
     """Check a TTL in minutes."""
-    if isinstance(minutes, bool) or not isinstance(minutes, int | float) or minutes <= 0:
-        raise InvalidInputError(f"ttl is a positive number of minutes (or None for no expiry), got {minutes!r}")
+    if isinstance(minutes, bool) or not isinstance(minutes, int | float) or not 0 < minutes <= MAX_TTL_MINUTES:
+        raise InvalidInputError(
+            f"ttl is a positive number of minutes up to {MAX_TTL_MINUTES:.0e} (or None for no expiry), got {minutes!r}"
+        )
     return float(minutes)
 
 

@@ -7,6 +7,7 @@ corpus statistics, so a search in the past returns what an index built from that
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -36,6 +37,12 @@ def check(request: SearchOp) -> SearchOp:
         raise InvalidInputError(f"offset must be a non-negative integer, got {request.offset!r}")
     if request.mode is not None and request.mode not in MODES:
         raise InvalidInputError(f"unknown search mode {request.mode!r}: use hybrid, semantic or keyword")
+    if request.min_score is not None and (
+        isinstance(request.min_score, bool)
+        or not isinstance(request.min_score, int | float)
+        or not math.isfinite(request.min_score)
+    ):
+        raise InvalidInputError(f"min_score must be a finite number, got {request.min_score!r}")
     if request.query is not None and not isinstance(request.query, str):
         raise InvalidInputError(f"query must be a string, got {type(request.query).__name__}")
     return request
@@ -210,7 +217,8 @@ def _ranked(index: DocIndex, corpus: _Corpus, request: SearchOp, compiled: Any, 
         rec = _recency(corpus.updated, now_ms, profile.half_life_hours)
         final = final + profile.recency * rec
     if request.min_score is not None:
-        cand = cand & (final >= request.min_score)
+        threshold = min(max(float(request.min_score), -1e30), 1e30)  # scores are small: keeps float32 in range
+        cand = cand & (final >= threshold)
     order = _best_first(final, cand, request.offset + request.limit, corpus)
 
     def explain(i: int) -> dict[str, Any]:
