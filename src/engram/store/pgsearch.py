@@ -415,7 +415,7 @@ class _Query:
                     raise
                 mode, degraded = "keyword", f"embedder unavailable, ran keyword search instead: {exc}"
         terms = list(dict.fromkeys(analysis.terms(request.query or "")))
-        kw = self._bm25(terms, total, length) if mode != "semantic" else "0::float8"
+        tfs, kw = self._bm25(terms, total, length) if mode != "semantic" else ("", "0::float8")
         cos = "0::float8"
         cand = []
         if mode != "semantic" and terms:
@@ -423,10 +423,10 @@ class _Query:
             cand.append("tsv @@ %(tsq)s::tsquery")
         if qvec is not None:
             self.params["q"] = _vector_text(qvec)
-            dot = "coalesce(-(embedding <#> %(q)s::vector), 0)"
+            dot = "coalesce(-(embedding <#> %(q)s::vector), 0::float8)"
             if total >= ANN_MIN:
                 self.params["near"] = self._nearest(qvec)
-                cos = f"(CASE WHEN key = ANY(%(near)s) THEN {dot} ELSE 0 END)"
+                cos = f"(CASE WHEN key = ANY(%(near)s) THEN {dot} ELSE 0::float8 END)"
                 cand.append("key = ANY(%(near)s)")
             else:
                 cos, cand = dot, ["TRUE"]
@@ -443,21 +443,26 @@ class _Query:
             )
         profile = get_profile(request.profile)
         self.params.update(ws=profile.similarity, wc=profile.confidence, wr=profile.recency, hl=profile.half_life_hours)
-        recency = "power(0.5, greatest(%(now)s - updated, 0) / 3600000.0 / %(hl)s)"
+        recency = "power(0.5::float8, greatest(%(now)s - updated, 0)::float8 / 3600000.0::float8 / %(hl)s::float8)"
         min_score = ""
         if request.min_score is not None:
             self.params["min_score"] = request.min_score
-            min_score = "AND final >= %(min_score)s "
+            min_score = "AND final >= %(min_score)s::float8 "
+        # Scores over narrow rows, computed once (a materialized CTE); records are fetched for the page only.
         sql = (
-            f"WITH c AS (SELECT key, record, value, updated, confidence, ({kw})::float8 AS kw, ({cos})::float8 AS cos "
-            f"FROM engram_docs WHERE {' AND '.join(self.where)} AND indexed AND ({' OR '.join(cand)})), "
+            f"WITH c AS MATERIALIZED (SELECT key, updated, confidence::float8 AS confidence, length::float8 AS len"
+            f"{tfs}, ({cos})::float8 AS cos, ({self.filter_sql}) AS ok FROM engram_docs "
+            f"WHERE {' AND '.join(self.where)} AND indexed AND ({' OR '.join(cand)})), "
+            f"k AS MATERIALIZED (SELECT key, updated, confidence, cos, ok, ({kw})::float8 AS kw FROM c), "
             f"w AS (SELECT *, min(kw) OVER () AS kwlo, max(kw) OVER () AS kwhi, min(cos) OVER () AS cslo, "
-            f"max(cos) OVER () AS cshi FROM c WHERE {positive}), "
+            f"max(cos) OVER () AS cshi FROM k WHERE {positive}), "
             f"s AS (SELECT *, coalesce({sim}, 0) AS sim FROM w), "
-            f"r AS (SELECT *, %(ws)s * sim + %(wc)s * confidence + %(wr)s * {recency} AS final, "
-            f"{recency} AS rec FROM s) "
-            f"SELECT key, record, kw, cos, kwlo, kwhi, cslo, cshi, final, rec FROM r "
-            f"WHERE {self.filter_sql} {min_score}ORDER BY final DESC, key LIMIT %(n)s"
+            f"r AS (SELECT *, %(ws)s::float8 * sim + %(wc)s::float8 * confidence + %(wr)s::float8 * rec AS final "
+            f"FROM (SELECT *, {recency} AS rec FROM s) x), "
+            f"top AS (SELECT * FROM r WHERE ok {min_score}ORDER BY final DESC, key LIMIT %(n)s) "
+            f"SELECT top.key, d.record, kw, cos, kwlo, kwhi, cslo, cshi, final, rec FROM top "
+            f"JOIN engram_docs d ON d.repo = %(repo)s AND d.branch = %(branch)s AND d.key = top.key "
+            f"ORDER BY final DESC, top.key"
         )
 
         def explain(row: tuple[Any, ...]) -> dict[str, Any]:
@@ -495,22 +500,26 @@ class _Query:
         items = self._page(sql, explain if request.explain else None, scored=True)
         return SearchResults(items, mode, requested, degraded)
 
-    def _bm25(self, terms: list[str], total: int, length: int) -> str:
+    def _bm25(self, terms: list[str], total: int, length: int) -> tuple[str, str]:
+        """The term-frequency columns to select (``, tf0, tf1 ...``) and the BM25 expression over them."""
         if not terms:
-            return "0"
+            return "", "0::float8"
         rows = self.s.db.run(
             "SELECT term, df FROM engram_index_terms WHERE repo = %s AND branch = %s AND term = ANY(%s)",
             (self.s.db.repo, self.branch, terms),
         )
         df = {term: int(n) for term, n in rows}
         avgdl = length / total if total else 1.0
-        parts = []
+        parts, columns = [], []
         for i, term in enumerate(terms):
             idf = math.log(1.0 + (total - df.get(term, 0) + 0.5) / (df.get(term, 0) + 0.5))
             self.params[f"t{i}"], self.params[f"idf{i}"] = term, idf
-            tf = f"coalesce((terms->>%(t{i})s)::float8, 0)"
-            parts.append(f"%(idf{i})s * {tf} * {K1 + 1} / ({tf} + {K1} * ({1 - B} + {B} * length / {avgdl!r}))")
-        return " + ".join(parts)
+            columns.append(f", coalesce((terms->>%(t{i})s)::float8, 0::float8) AS tf{i}")
+            parts.append(
+                f"%(idf{i})s::float8 * tf{i} * {K1 + 1!r}::float8 / "
+                f"(tf{i} + {K1!r}::float8 * ({1 - B!r}::float8 + {B!r}::float8 * len / {avgdl!r}::float8))"
+            )
+        return "".join(columns), " + ".join(parts)
 
     def _nearest(self, qvec: npt.NDArray[np.float32]) -> list[bytes]:
         dim = len(qvec)
