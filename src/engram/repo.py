@@ -82,6 +82,7 @@ class Repository:
         self.nodes = NodeStore(chunks)
         self._commits: OrderedDict[ChunkId, Commit] = OrderedDict()
         self._lock = threading.Lock()
+        self._branch_locks: dict[str, threading.RLock] = {}
 
     # ----------------------------------------------------------------- objects
 
@@ -275,6 +276,28 @@ class Repository:
         derived from the current state, like ``created_at``, stay right under contention).
         Returns the new commit, or the head when the edits change nothing.
         """
+        with self._writing(branch):
+            return self._commit_edits(branch, edits, author, message, metadata, base, strict)
+
+    def _writing(self, branch: str) -> threading.RLock:
+        """The lock writers of ``branch`` in this process take in turn: threads sharing a repository queue
+        instead of racing each other's compare-and-swap (other processes still race, and retry)."""
+        with self._lock:
+            found = self._branch_locks.get(branch)
+            if found is None:
+                found = self._branch_locks[branch] = threading.RLock()
+            return found
+
+    def _commit_edits(
+        self,
+        branch: str,
+        edits: Mapping[bytes, bytes | None] | Callable[[ChunkId], Mapping[bytes, bytes | None]],
+        author: str,
+        message: str,
+        metadata: dict[str, Any] | None,
+        base: ChunkId | None,
+        strict: bool,
+    ) -> Commit:
         ref = HEADS + branch
         base_tree: ChunkId | None = None if base is None else self.commit(base).tree
         for attempt in range(MAX_RETRIES):

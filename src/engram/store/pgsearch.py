@@ -118,9 +118,18 @@ def _like_prefix(namespace: Iterable[str]) -> str:
     return raw.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
+def _lexeme(term: str) -> str:
+    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
 def _tsquery(terms: Iterable[str]) -> str:
-    quoted = ["'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in dict.fromkeys(terms)]
-    return " | ".join(quoted)
+    """A ``tsquery`` matching any of these lexemes."""
+    return " | ".join(_lexeme(t) for t in dict.fromkeys(terms))
+
+
+def _tsvector(terms: Iterable[str]) -> str:
+    """A ``tsvector`` literal of these lexemes exactly (no parser, no stemming: they are engram's terms)."""
+    return " ".join(_lexeme(t) for t in terms)
 
 
 def _vector_text(vector: npt.NDArray[np.float32]) -> str:
@@ -231,19 +240,19 @@ class PgSearch:
             batch.append((
                 repo, branch, doc.key, _ns_path(doc.namespace), doc.data, json.dumps(record.value),
                 record.updated_at, record.expires_at, _confidence(record.value), doc.indexed, sum(counts.values()),
-                json.dumps(counts), list(counts), None if vector is None else len(vector),
+                json.dumps(counts), _tsvector(counts), None if vector is None else len(vector),
                 None if vector is None else _vector_text(vector),
             ))  # fmt: skip
-        for start in range(0, len(batch), 1000):
-            with conn.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO engram_docs (repo, branch, key, ns_path, record, value, updated, expires, confidence, "
-                    "indexed, length, terms, tsv, dim, embedding) VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, "
-                    "%s, %s, %s::jsonb, array_to_tsvector(%s::text[]), %s, %s::vector)",
-                    batch[start : start + 1000],
-                )
-            if progress is not None:
-                progress(len(batch[start : start + 1000]))
+        with conn.cursor() as cur, cur.copy(
+            "COPY engram_docs (repo, branch, key, ns_path, record, value, updated, expires, confidence, indexed, "
+            "length, terms, tsv, dim, embedding) FROM STDIN"
+        ) as copy:
+            for done, row in enumerate(batch, start=1):
+                copy.write_row(row)
+                if progress is not None and done % 1000 == 0:
+                    progress(1000)
+        if progress is not None and len(batch) % 1000:
+            progress(len(batch) % 1000)
         changed = {t: d for t, d in df.items() if d}
         if changed:
             conn.execute(
