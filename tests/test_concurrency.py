@@ -8,7 +8,6 @@ a linear first-parent chain; a transaction loses only when another writer change
 from __future__ import annotations
 
 import itertools
-import multiprocessing
 import threading
 import traceback
 from collections.abc import Sequence
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from processes import race
 
 import engram
 from engram import codec
@@ -188,25 +188,9 @@ def test_sqlite_processes_lose_no_write(tmp_path: Path) -> None:
     """Spawned processes racing on `main` of one SQLite file: no lost write, fsck ok, ref and reflog intact."""
     url = _url(tmp_path)
     engram.open(url).close()  # create and init the file once, as a deployed store would be
-    ctx = multiprocessing.get_context("spawn")
-    start = ctx.Barrier(PROCESSES, timeout=TIMEOUT)
-    results = ctx.Queue()
-    procs = [ctx.Process(target=_process_writer, args=(url, w, start, results)) for w in range(PROCESSES)]
-    for p in procs:
-        p.start()
-    try:
-        reports = sorted(results.get(timeout=TIMEOUT) for _ in procs)
-    finally:
-        for p in procs:
-            p.join(TIMEOUT)
-            if p.is_alive():
-                p.kill()
-                p.join()
+    reports = race(_process_writer, [(url, w) for w in range(PROCESSES)], TIMEOUT)
     errors = [error for _, _, error in reports if error]
     assert not errors, "\n".join(errors)
-    assert [p.exitcode for p in procs] == [0] * PROCESSES
-    results.close()
-    results.join_thread()
 
     plans = [_plan(w, PUTS_PER_PROCESS, KEYS_PER_PROCESS) for w in range(PROCESSES)]
     acks = [ack for _, ack, _ in reports]
@@ -248,22 +232,7 @@ def _fresh_opener(paths: list[str], writer: int, start: Any, results: Any) -> No
 def test_sqlite_processes_open_fresh_file_together(tmp_path: Path) -> None:
     """Processes that create, open and init one new SQLite file at the same moment all get a working store."""
     paths = [str(tmp_path / f"fresh{n}.db") for n in range(FRESH_FILES)]
-    ctx = multiprocessing.get_context("spawn")
-    start = ctx.Barrier(FRESH_PROCESSES, timeout=TIMEOUT)
-    results = ctx.Queue()
-    procs = [ctx.Process(target=_fresh_opener, args=(paths, w, start, results)) for w in range(FRESH_PROCESSES)]
-    for p in procs:
-        p.start()
-    try:
-        reports = sorted(results.get(timeout=TIMEOUT) for _ in procs)
-    finally:
-        for p in procs:
-            p.join(TIMEOUT)
-            if p.is_alive():
-                p.kill()
-                p.join()
-    results.close()
-    results.join_thread()
+    reports = race(_fresh_opener, [(paths, w) for w in range(FRESH_PROCESSES)], TIMEOUT)
     errors = [error for _, error in reports if error and "BrokenBarrierError" not in error]
     assert not errors, "\n".join(errors)
     assert all(error is None for _, error in reports)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import traceback
 from typing import Any
 
 import psycopg
 import pytest
+from processes import race
 
 import engram
 from engram.backends.postgres import MIGRATIONS, migrate, open_postgres, schema_version
@@ -104,24 +104,9 @@ def _writer(url: str, writer: int, start: Any, results: Any) -> None:
 def test_processes_writing_one_branch_lose_nothing(postgres_url: str, pg_repo_id: str) -> None:
     url = tenant_url(postgres_url, pg_repo_id)
     engram.open(url, embedder=None).close()
-    ctx = multiprocessing.get_context("spawn")
-    start = ctx.Barrier(PROCESSES, timeout=TIMEOUT)
-    results = ctx.Queue()
-    procs = [ctx.Process(target=_writer, args=(url, w, start, results)) for w in range(PROCESSES)]
-    for p in procs:
-        p.start()
-    try:
-        reports = sorted(results.get(timeout=TIMEOUT) for _ in procs)
-    finally:
-        for p in procs:
-            p.join(TIMEOUT)
-            if p.is_alive():
-                p.kill()
-                p.join()
+    reports = race(_writer, [(url, w) for w in range(PROCESSES)], TIMEOUT)
     errors = [error for _, _, error in reports if error]
     assert not errors, "\n".join(errors)
-    results.close()
-    results.join_thread()
     mem = engram.open(url, embedder=None)
     try:
         log = mem.log()
