@@ -529,9 +529,20 @@ def _postgres_url(ctx: click.Context) -> str:
 @_friendly
 def migrate(ctx: click.Context) -> None:
     """Create or upgrade engram's tables (safe to run again; concurrent runs wait for each other)."""
+    from engram.backends.postgres import PostgresDatabase
     from engram.backends.postgres import migrate as run_migrations
+    from engram.store.pgsearch import SEARCH_MIGRATIONS, has_pgvector
 
-    applied = run_migrations(split_postgres_url(_postgres_url(ctx))[0])
+    url = split_postgres_url(_postgres_url(ctx))[0]
+    applied = run_migrations(url)
+    db = PostgresDatabase(url)
+    try:
+        if has_pgvector(db):
+            applied += run_migrations(url, SEARCH_MIGRATIONS)
+        else:
+            err.print("[yellow]no pgvector on this server: search runs in process (see docs/postgres.md)[/yellow]")
+    finally:
+        db.close()
     for m in applied:
         out.print(f"applied {m.version}: {m.description}")
     out.print("schema up to date" if applied else "schema already up to date")
@@ -543,9 +554,12 @@ def migrate(ctx: click.Context) -> None:
 def status(ctx: click.Context) -> None:
     """Show the schema version of the database and the newest one this engram knows."""
     from engram.backends.postgres import MIGRATIONS, schema_version
+    from engram.store.pgsearch import SEARCH_MIGRATIONS
 
-    current = schema_version(split_postgres_url(_postgres_url(ctx))[0])
-    out.print(f"schema version {current} (this engram: {MIGRATIONS[-1].version})")
+    url = split_postgres_url(_postgres_url(ctx))[0]
+    out.print(f"schema version {schema_version(url)} (this engram: {MIGRATIONS[-1].version})")
+    search = schema_version(url, SEARCH_MIGRATIONS)
+    out.print(f"search schema version {search or 'none'} (this engram: {SEARCH_MIGRATIONS[-1].version})")
 
 
 def main() -> None:

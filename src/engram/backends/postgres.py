@@ -180,15 +180,18 @@ def migrate(url: str, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[Mi
         raise StorageError(f"migrating {_redact(url)} failed: {exc}") from exc
 
 
-def schema_version(url: str) -> int:
-    """The newest migration applied to the database (0 when engram has never migrated it)."""
+def schema_version(url: str, migrations: tuple[Migration, ...] = MIGRATIONS) -> int:
+    """The newest of ``migrations`` applied to the database (0 when none is)."""
     psycopg, _ = _psycopg()
     try:
         with psycopg.connect(url) as conn:
             exists = conn.execute("SELECT to_regclass('engram_schema') IS NOT NULL").fetchone()
             if not exists or not exists[0]:
                 return 0
-            row = conn.execute("SELECT coalesce(max(version), 0) FROM engram_schema").fetchone()
+            row = conn.execute(
+                "SELECT coalesce(max(version), 0) FROM engram_schema WHERE version = ANY(%s)",
+                ([m.version for m in migrations],),
+            ).fetchone()
             return int(row[0]) if row else 0
     except psycopg.Error as exc:
         raise StorageError(f"PostgreSQL: {exc}") from exc

@@ -1,8 +1,8 @@
 """Search on PostgreSQL: each branch head's index in tables, moved in the ref-move transaction.
 
 ``engram_docs`` holds one row per item of an indexed branch head: its encoded record, its value as
-JSONB (filters), its analysed terms (a ``tsvector`` with a GIN index selects keyword candidates; a
-JSONB map of term frequencies feeds BM25), and its embedding (pgvector, with an HNSW index per
+JSONB (filters), its analysed terms (a ``tsvector`` with a GIN index selects keyword candidates;
+parallel arrays of terms and frequencies feed BM25), and its embedding (pgvector, with an HNSW index per
 dimension). ``engram_index_terms`` keeps document frequencies and ``engram_index_heads`` the root
 each branch's rows reflect, with the corpus size and length.
 
@@ -96,6 +96,27 @@ SEARCH_MIGRATIONS: tuple[Migration, ...] = (
             PRIMARY KEY (repo, branch, term)
         );
         """,
+    ),
+    Migration(
+        102,
+        "search: keep embeddings inline (a TOAST fetch per row made exact scoring 10x slower)",
+        "ALTER TABLE engram_docs ALTER COLUMN embedding SET STORAGE MAIN;",
+    ),
+    Migration(
+        103,
+        "search: term frequencies as parallel arrays (4x faster to read per row than a JSONB map)",
+        """
+        ALTER TABLE engram_docs ADD COLUMN term_list text[], ADD COLUMN tf_list real[];
+        UPDATE engram_docs SET term_list = ARRAY(SELECT jsonb_object_keys(terms)),
+            tf_list = ARRAY(SELECT (terms->>k)::real FROM jsonb_object_keys(terms) AS k);
+        ALTER TABLE engram_docs ALTER COLUMN term_list SET NOT NULL, ALTER COLUMN tf_list SET NOT NULL,
+            DROP COLUMN terms;
+        """,
+    ),
+    Migration(
+        104,
+        "search: no compression or out-of-line storage for rows under 8 KB (scoring reads every column per row)",
+        "ALTER TABLE engram_docs SET (toast_tuple_target = 8160);",
     ),
 )
 
@@ -221,14 +242,15 @@ class PgSearch:
         docs = length = 0
         if plan.removed:
             rows = conn.execute(
-                "DELETE FROM engram_docs WHERE repo = %s AND branch = %s AND key = ANY(%s) RETURNING terms, indexed",
+                "DELETE FROM engram_docs WHERE repo = %s AND branch = %s AND key = ANY(%s) "
+                "RETURNING term_list, length, indexed",
                 (repo, branch, plan.removed),
             ).fetchall()
-            for terms, indexed in rows:
+            for term_list, size, indexed in rows:
                 if indexed:
                     docs -= 1
-                    length -= sum(terms.values())
-                    df.subtract(terms.keys())
+                    length -= size
+                    df.subtract(term_list)
         batch = []
         for doc, vector in zip(plan.added, plan.vectors, strict=True):
             counts = Counter(doc.terms) if doc.indexed else Counter()
@@ -240,13 +262,17 @@ class PgSearch:
             batch.append((
                 repo, branch, doc.key, _ns_path(doc.namespace), doc.data, json.dumps(record.value),
                 record.updated_at, record.expires_at, _confidence(record.value), doc.indexed, sum(counts.values()),
-                json.dumps(counts), _tsvector(counts), None if vector is None else len(vector),
+                list(counts), [float(n) for n in counts.values()], _tsvector(counts),
+                None if vector is None else len(vector),
                 None if vector is None else _vector_text(vector),
             ))  # fmt: skip
-        with conn.cursor() as cur, cur.copy(
-            "COPY engram_docs (repo, branch, key, ns_path, record, value, updated, expires, confidence, indexed, "
-            "length, terms, tsv, dim, embedding) FROM STDIN"
-        ) as copy:
+        with (
+            conn.cursor() as cur,
+            cur.copy(
+                "COPY engram_docs (repo, branch, key, ns_path, record, value, updated, expires, confidence, indexed, "
+                "length, term_list, tf_list, tsv, dim, embedding) FROM STDIN"
+            ) as copy,
+        ):
             for done, row in enumerate(batch, start=1):
                 copy.write_row(row)
                 if progress is not None and done % 1000 == 0:
@@ -462,7 +488,7 @@ class _Query:
             f"WITH c AS MATERIALIZED (SELECT key, updated, confidence::float8 AS confidence, length::float8 AS len"
             f"{tfs}, ({cos})::float8 AS cos, ({self.filter_sql}) AS ok FROM engram_docs "
             f"WHERE {' AND '.join(self.where)} AND indexed AND ({' OR '.join(cand)})), "
-            f"k AS MATERIALIZED (SELECT key, updated, confidence, cos, ok, ({kw})::float8 AS kw FROM c), "
+            f"k AS (SELECT key, updated, confidence, cos, ok, ({kw})::float8 AS kw FROM c), "
             f"w AS (SELECT *, min(kw) OVER () AS kwlo, max(kw) OVER () AS kwhi, min(cos) OVER () AS cslo, "
             f"max(cos) OVER () AS cshi FROM k WHERE {positive}), "
             f"s AS (SELECT *, coalesce({sim}, 0) AS sim FROM w), "
@@ -523,7 +549,7 @@ class _Query:
         for i, term in enumerate(terms):
             idf = math.log(1.0 + (total - df.get(term, 0) + 0.5) / (df.get(term, 0) + 0.5))
             self.params[f"t{i}"], self.params[f"idf{i}"] = term, idf
-            columns.append(f", coalesce((terms->>%(t{i})s)::float8, 0::float8) AS tf{i}")
+            columns.append(f", coalesce(tf_list[array_position(term_list, %(t{i})s)], 0)::float8 AS tf{i}")
             parts.append(
                 f"%(idf{i})s::float8 * tf{i} * {K1 + 1!r}::float8 / "
                 f"(tf{i} + {K1!r}::float8 * ({1 - B!r}::float8 + {B!r}::float8 * len / {avgdl!r}::float8))"
