@@ -6,18 +6,19 @@ mistake prints one line to stderr and exits 1; it never shows a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, TypeVar
 
 import click
 from rich.console import Console
-from rich.progress import Progress
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from engram.errors import EngramError
 from engram.objects import Commit
@@ -84,6 +85,15 @@ def _ns(text: str) -> tuple[str, ...]:
 
 def _when(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+@contextlib.contextmanager
+def _counter(what: str) -> Iterator[Callable[[int], None]]:
+    """A live count on stderr for work whose total is not known in advance (gc, fsck)."""
+    columns = (SpinnerColumn(), TextColumn(what), TextColumn("{task.completed:,.0f}"), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True) as progress:
+        task = progress.add_task(what, total=None)
+        yield lambda n: progress.advance(task, n)
 
 
 def _emit(data: Any) -> None:
@@ -420,8 +430,8 @@ def reset(ctx: click.Context, ref: str) -> None:
 def gc(ctx: click.Context, keep_reflog_days: float | None) -> None:
     """Delete chunks no ref or reflog entry reaches (chunks younger than 10 minutes are kept)."""
     keep = None if keep_reflog_days is None else timedelta(days=keep_reflog_days)
-    with err.status("collecting garbage"):
-        report = _store(ctx).gc(keep)
+    with _counter("deleting unreachable chunks") as advance:
+        report = _store(ctx).gc(keep, progress=advance)
     out.print(f"removed {report.removed} chunks, kept {report.kept}, pruned {report.reflog_pruned} reflog entries")
 
 
@@ -430,7 +440,8 @@ def gc(ctx: click.Context, keep_reflog_days: float | None) -> None:
 @_friendly
 def fsck(ctx: click.Context) -> None:
     """Check every reachable chunk exists and hashes right."""
-    report = _store(ctx).fsck()
+    with _counter("checking chunks") as advance:
+        report = _store(ctx).fsck(progress=advance)
     out.print(f"{report.commits} commits, {report.nodes} tree nodes: " + ("[green]ok[/green]" if report.ok else
               f"[red]{len(report.missing)} missing, {len(report.corrupt)} corrupt[/red]"))  # fmt: skip
     if not report.ok:

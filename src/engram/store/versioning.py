@@ -158,17 +158,25 @@ class Versioned:
         """Move this branch to a version (the old head stays reachable through the reflog)."""
         self.repo.reset(self._branch, self.repo.resolve(ref, self._branch), self.author)
 
-    def gc(self, keep_reflog: timedelta | None = None, *, grace: timedelta = timedelta(minutes=10)) -> GcReport:
+    def gc(
+        self,
+        keep_reflog: timedelta | None = None,
+        *,
+        grace: timedelta = timedelta(minutes=10),
+        progress: Callable[[int], None] | None = None,
+    ) -> GcReport:
         """Delete chunks no ref or reflog entry reaches; ``keep_reflog`` first prunes older reflog entries.
 
         Chunks written within ``grace`` are kept (a concurrent writer may not have moved its branch yet).
+        ``progress`` is called with the number of chunks deleted since its last call.
         """
         keep = None if keep_reflog is None else int(keep_reflog.total_seconds() * 1000)
-        return self.repo.gc(keep, grace_ms=int(grace.total_seconds() * 1000))
+        return self.repo.gc(keep, progress, grace_ms=int(grace.total_seconds() * 1000))
 
-    def fsck(self) -> FsckReport:
-        """Verify every chunk reachable from refs and the reflog is present and hashes right."""
-        return self.repo.fsck()
+    def fsck(self, progress: Callable[[int], None] | None = None) -> FsckReport:
+        """Verify every chunk reachable from refs and the reflog is present and hashes right
+        (``progress`` is called once per chunk checked)."""
+        return self.repo.fsck(progress)
 
 
 def _item(raw: bytes, data: bytes | None) -> Item | None:
