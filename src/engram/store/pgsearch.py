@@ -118,6 +118,24 @@ SEARCH_MIGRATIONS: tuple[Migration, ...] = (
         "search: no compression or out-of-line storage for rows under 8 KB (scoring reads every column per row)",
         "ALTER TABLE engram_docs SET (toast_tuple_target = 8160);",
     ),
+    Migration(
+        105,
+        "search: embeddings in their own table, so keyword scoring reads narrow rows",
+        """
+        CREATE TABLE engram_doc_vectors (
+            repo text NOT NULL,
+            branch text NOT NULL,
+            key bytea NOT NULL,
+            dim integer NOT NULL,
+            embedding vector NOT NULL,
+            PRIMARY KEY (repo, branch, key)
+        );
+        ALTER TABLE engram_doc_vectors ALTER COLUMN embedding SET STORAGE MAIN;
+        INSERT INTO engram_doc_vectors (repo, branch, key, dim, embedding)
+            SELECT repo, branch, key, dim, embedding FROM engram_docs WHERE embedding IS NOT NULL;
+        ALTER TABLE engram_docs DROP COLUMN embedding, DROP COLUMN dim;
+        """,
+    ),
 )
 
 #: Rows scored by the vector index per query once a branch is large enough for HNSW.
@@ -182,7 +200,7 @@ class PgSearch:
         if embedder is not None:
             dim = int(embedder.dim)
             db.run(
-                f"CREATE INDEX IF NOT EXISTS engram_docs_hnsw_{dim} ON engram_docs "
+                f"CREATE INDEX IF NOT EXISTS engram_doc_vectors_hnsw_{dim} ON engram_doc_vectors "
                 f"USING hnsw ((embedding::vector({dim})) vector_cosine_ops) WHERE dim = {dim}"
             )
 
@@ -218,7 +236,7 @@ class PgSearch:
         self._write(conn, branch, prepared)
 
     def _drop(self, conn: Any, branch: str) -> None:
-        for table in ("engram_docs", "engram_index_terms", "engram_index_heads"):
+        for table in ("engram_docs", "engram_doc_vectors", "engram_index_terms", "engram_index_heads"):
             conn.execute(f"DELETE FROM {table} WHERE repo = %s AND branch = %s", (self.db.repo, branch))
 
     def _plan(self, base: ChunkId, target: ChunkId) -> _Plan:
@@ -251,7 +269,12 @@ class PgSearch:
                     docs -= 1
                     length -= size
                     df.subtract(term_list)
-        batch = []
+            conn.execute(
+                "DELETE FROM engram_doc_vectors WHERE repo = %s AND branch = %s AND key = ANY(%s)",
+                (repo, branch, plan.removed),
+            )
+        batch: list[tuple[Any, ...]] = []
+        vectors: list[tuple[Any, ...]] = []
         for doc, vector in zip(plan.added, plan.vectors, strict=True):
             counts = Counter(doc.terms) if doc.indexed else Counter()
             if doc.indexed:
@@ -263,20 +286,27 @@ class PgSearch:
                 repo, branch, doc.key, _ns_path(doc.namespace), doc.data, json.dumps(record.value),
                 record.updated_at, record.expires_at, _confidence(record.value), doc.indexed, sum(counts.values()),
                 list(counts), [float(n) for n in counts.values()], _tsvector(counts),
-                None if vector is None else len(vector),
-                None if vector is None else _vector_text(vector),
             ))  # fmt: skip
+            if vector is not None:
+                vectors.append((repo, branch, doc.key, len(vector), _vector_text(vector)))
         with (
             conn.cursor() as cur,
             cur.copy(
                 "COPY engram_docs (repo, branch, key, ns_path, record, value, updated, expires, confidence, indexed, "
-                "length, term_list, tf_list, tsv, dim, embedding) FROM STDIN"
+                "length, term_list, tf_list, tsv) FROM STDIN"
             ) as copy,
         ):
             for done, row in enumerate(batch, start=1):
                 copy.write_row(row)
                 if progress is not None and done % 1000 == 0:
                     progress(1000)
+        if vectors:
+            with (
+                conn.cursor() as cur,
+                cur.copy("COPY engram_doc_vectors (repo, branch, key, dim, embedding) FROM STDIN") as vcopy,
+            ):
+                for vrow in vectors:
+                    vcopy.write_row(vrow)
         if progress is not None and len(batch) % 1000:
             progress(len(batch) % 1000)
         changed = {t: d for t, d in df.items() if d}
@@ -456,15 +486,20 @@ class _Query:
         if mode != "semantic" and terms:
             self.params["tsq"] = _tsquery(terms)
             cand.append("tsv @@ %(tsq)s::tsquery")
+        vectors = ""
         if qvec is not None:
             self.params["q"] = _vector_text(qvec)
-            dot = "coalesce(-(embedding <#> %(q)s::vector), 0::float8)"
-            if total >= ANN_MIN:
+            cos = "coalesce(-(v.embedding <#> %(q)s::vector), 0::float8)"
+            if total >= ANN_MIN:  # the vector signal of the HNSW index's nearest rows only (others score 0)
                 self.params["near"] = self._nearest(qvec)
-                cos = f"(CASE WHEN key = ANY(%(near)s) THEN {dot} ELSE 0::float8 END)"
+                vectors = (
+                    "LEFT JOIN (SELECT repo, branch, key, embedding FROM engram_doc_vectors WHERE repo = %(repo)s "
+                    "AND branch = %(branch)s AND key = ANY(%(near)s)) v USING (repo, branch, key) "
+                )
                 cand.append("key = ANY(%(near)s)")
             else:
-                cos, cand = dot, ["TRUE"]
+                vectors = "LEFT JOIN engram_doc_vectors v USING (repo, branch, key) "
+                cand = ["TRUE"]
         if not cand:
             return SearchResults([], mode, requested, degraded)
         positive = {"keyword": "kw > 0", "semantic": "cos > 0"}.get(mode, "(kw > 0 OR cos > 0)")
@@ -486,7 +521,7 @@ class _Query:
         # Scores over narrow rows, computed once (a materialized CTE); records are fetched for the page only.
         sql = (
             f"WITH c AS MATERIALIZED (SELECT key, updated, confidence::float8 AS confidence, length::float8 AS len"
-            f"{tfs}, ({cos})::float8 AS cos, ({self.filter_sql}) AS ok FROM engram_docs "
+            f"{tfs}, ({cos})::float8 AS cos, ({self.filter_sql}) AS ok FROM engram_docs {vectors}"
             f"WHERE {' AND '.join(self.where)} AND indexed AND ({' OR '.join(cand)})), "
             f"k AS (SELECT key, updated, confidence, cos, ok, ({kw})::float8 AS kw FROM c), "
             f"w AS (SELECT *, min(kw) OVER () AS kwlo, max(kw) OVER () AS kwhi, min(cos) OVER () AS cslo, "
@@ -563,8 +598,10 @@ class _Query:
             conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             conn.execute(f"SET LOCAL hnsw.ef_search = {max(want, 40)}")
             rows = conn.execute(
-                f"SELECT key FROM engram_docs WHERE {' AND '.join(self.where)} AND indexed AND dim = {dim} "
-                f"ORDER BY embedding::vector({dim}) <=> %(q)s::vector({dim}) LIMIT {want}",
+                f"SELECT v.key FROM engram_doc_vectors v WHERE v.repo = %(repo)s AND v.branch = %(branch)s "
+                f"AND v.dim = {dim} AND EXISTS (SELECT 1 FROM engram_docs WHERE {' AND '.join(self.where)} "
+                f"AND indexed AND engram_docs.key = v.key) "
+                f"ORDER BY v.embedding::vector({dim}) <=> %(q)s::vector({dim}) LIMIT {want}",
                 self.params,
             ).fetchall()
         return [bytes(r[0]) for r in rows]
