@@ -138,6 +138,8 @@ SEARCH_MIGRATIONS: tuple[Migration, ...] = (
     ),
 )
 
+#: Rows written at once after which the tables are analysed (bulk loads change the right query plans).
+ANALYZE_AFTER = 5_000
 #: Rows scored by the vector index per query once a branch is large enough for HNSW.
 ANN_CANDIDATES = 400
 _SEP = "\x1f"  # between namespace labels in ns_path (labels cannot contain control characters)
@@ -309,6 +311,9 @@ class PgSearch:
                     vcopy.write_row(vrow)
         if progress is not None and len(batch) % 1000:
             progress(len(batch) % 1000)
+        if len(batch) >= ANALYZE_AFTER:  # a bulk load: refresh the planner's statistics before the next search
+            conn.execute("ANALYZE engram_docs")
+            conn.execute("ANALYZE engram_doc_vectors")
         changed = {t: d for t, d in df.items() if d}
         if changed:
             conn.execute(
