@@ -191,3 +191,9 @@ def test_store_concurrent_writes_all_land(tmp_path: Any) -> None:
     with TestClient(app) as client:
         assert len(search(client, namespace_prefix=["n"], limit=100)) == 20
         assert len(client.get("/v1/log", params={"limit": 100}).json()["commits"]) == 21
+
+
+def test_the_server_sweeps_expired_items_in_the_background(client: TestClient) -> None:
+    client.put("/store/items", json={"namespace": ["a"], "key": "k", "value": {"v": 1}, "ttl": 1})
+    memory = client.app.state.engram.tenants.memory("default")  # type: ignore[attr-defined]
+    assert memory._sweeper is not None and memory._sweeper[0].is_alive()

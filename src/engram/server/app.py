@@ -51,6 +51,7 @@ class ServerConfig:
         branch: the branch requests read and write when they name none.
         require_keys: True/False forces keys on/off; None (default) requires them when the keys file has any.
         redis: a Redis URL caching a PostgreSQL store (see :func:`engram.open`).
+        sweep_ttl: delete expired items in the background (every 5 minutes) in every open store.
     """
 
     store: str | None = None
@@ -60,6 +61,7 @@ class ServerConfig:
     branch: str = "main"
     require_keys: bool | None = None
     redis: str | None = None
+    sweep_ttl: bool = True
 
     def open_options(self) -> dict[str, Any]:
         """Keyword arguments every store of this server is opened with."""
@@ -101,6 +103,8 @@ class Tenants:
                 found = open_store(
                     self.url(tenant), branch=branch, author="api", embedder=chosen, **self.config.open_options()
                 )
+                if self.config.sweep_ttl:
+                    found.start_ttl_sweeper()  # expired items are deleted (with a commit), as LangGraph's server does
                 self._memories[tenant] = found
             return found
 
