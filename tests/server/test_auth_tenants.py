@@ -121,8 +121,11 @@ def test_namespace_prefix_restricts_every_route(keyed: Keyed) -> None:
         client.post("/v1/revert", json={"ref": "HEAD"}, headers=alice),
         client.post("/v1/reset", json={"ref": "HEAD~1"}, headers=alice),
         client.post("/v1/gc", json={}, headers=alice),
+        client.delete("/v1/branches/main", params={"branch": "dev"}, headers=alice),
+        client.delete("/v1/tags/v1", headers=alice),
     ):
         error_of(response, 403, "namespace_forbidden")
+    assert "main" in client.get("/v1/branches", headers=admin).json()["refs"]
     found = client.post("/store/items/search", json={"query": "coffee"}, headers=alice).json()["items"]
     assert [(i["namespace"], i["key"]) for i in found] == [(["users", "alice"], "a")]
     assert client.post("/store/namespaces", json={}, headers=alice).json() == {"namespaces": [["users", "alice"]]}

@@ -334,3 +334,13 @@ def test_head_search_equals_the_in_process_engine(smem: Memory, seed_: int) -> N
 
 def comparable_or_listing(results: Sequence[Any]) -> list[tuple[str, float]]:
     return [(item.key, round(item.score, 4) if item.score is not None else 0.0) for item in results]
+
+
+def test_very_long_words_and_infinite_filter_bounds_are_searchable(smem: Memory) -> None:
+    long_word = "x" * 3000
+    smem.put(NS, "blob", {"text": f"checksum {long_word} end", "n": 3})
+    smem.put(NS, "accent", {"text": "é" * 1500, "n": 1})
+    assert keys(smem.search(NS, f"checksum {long_word}", mode="keyword")) == ["blob"]
+    assert keys(smem.search(NS, "é" * 1500, mode="keyword")) == ["accent"]
+    assert keys(smem.search(NS, "checksum", filter={"n": {"$lt": float("inf")}}, mode="keyword")) == ["blob"]
+    assert smem.search(NS, "checksum", filter={"n": {"$gt": float("inf")}}) == []

@@ -106,7 +106,7 @@ def _psycopg() -> Any:
 class PostgresDatabase:
     """A connection pool on one PostgreSQL database, shared by the stores of one repository."""
 
-    def __init__(self, url: str, repo: str = "default", *, min_size: int = 1, max_size: int = 8) -> None:
+    def __init__(self, url: str, repo: str = "default", *, min_size: int = 1, max_size: int = 16) -> None:
         if not _REPO.match(repo):
             raise ConfigError(f"invalid repository id {repo!r}: use 1-128 letters, digits, '-' or '_'")
         psycopg, psycopg_pool = _psycopg()

@@ -23,6 +23,9 @@ STOPWORDS = frozenset(
 )
 
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
+#: Longer words are cut to this many characters (hashes and blobs are not prose; PostgreSQL's text
+#: search refuses words over 2,047 bytes, and both search engines must see the same terms).
+MAX_WORD = 100
 _stemmer = Stemmer.Stemmer("english")
 
 
@@ -41,5 +44,5 @@ def terms(text: str) -> list[str]:
             word = word.split("'", 1)[0]
             if word in STOPWORDS:
                 continue
-        out.append(_stem(word))
+        out.append(_stem(word[:MAX_WORD]))
     return out

@@ -461,7 +461,9 @@ async def v1_create_branch(caller: Write, body: s.CreateRef) -> dict[str, Any]:
 
 @v1.delete("/branches/{name:path}", status_code=204, response_class=Response, responses=s.responses())
 async def v1_delete_branch(caller: Admin, name: str, branch: BranchQuery = None) -> Response:
-    """Delete a branch (not the one named by ``branch``, the server's by default)."""
+    """Delete a branch (not the one named by ``branch``, the server's by default); not with a key restricted
+    to a namespace prefix, since a branch holds every namespace."""
+    caller.who.require_unrestricted("delete a branch")
     await run(lambda: caller.on(branch).delete_branch(name))
     return Response(status_code=204)
 
@@ -486,7 +488,8 @@ async def v1_create_tag(caller: Write, body: s.CreateRef) -> dict[str, Any]:
 
 @v1.delete("/tags/{name:path}", status_code=204, response_class=Response, responses=s.responses())
 async def v1_delete_tag(caller: Admin, name: str) -> Response:
-    """Delete a tag."""
+    """Delete a tag (not with a key restricted to a namespace prefix)."""
+    caller.who.require_unrestricted("delete a tag")
     await run(lambda: caller.on().delete_tag(name))
     return Response(status_code=204)
 

@@ -356,16 +356,20 @@ class PgSearch:
         return out, None
 
     def ensure(self, branch: str, root: ChunkId) -> bool:
-        """Make the branch's rows reflect ``root`` (its head); False if another configuration owns them."""
+        """Make the branch's rows reflect ``root`` (its head); False if another configuration owns them
+        or the branch moved on meanwhile (the caller then searches in process)."""
         repo = self.db.repo
         head = self.db.run(
             "SELECT root, model, fields FROM engram_index_heads WHERE repo = %s AND branch = %s", (repo, branch)
         )
-        if head and bytes(head[0][0]) == root:
-            return (head[0][1], head[0][2]) == (self.model, self.config)
         if head and (head[0][1], head[0][2]) != (self.model, self.config):
             return False
-        start = empty_tree(self.repo.nodes)
+        if head and bytes(head[0][0]) == root:
+            return True
+        start = bytes(head[0][0]) if head else empty_tree(self.repo.nodes)
+        current = self.repo.refs.get(HEADS + branch)
+        target = self.repo.commit(current).tree if current is not None else root
+        plan = self._plan(start, target)  # read and embed before holding a connection and a row lock
         with self.db.pool.connection() as conn, conn.transaction():
             conn.execute(
                 "INSERT INTO engram_index_heads (repo, branch, root, model, fields) VALUES (%s, %s, %s, %s, %s) "
@@ -373,11 +377,14 @@ class PgSearch:
                 (repo, branch, start, self.model, self.config),
             )
             locked = conn.execute(
-                "SELECT root FROM engram_index_heads WHERE repo = %s AND branch = %s FOR UPDATE", (repo, branch)
+                "SELECT root, model, fields FROM engram_index_heads WHERE repo = %s AND branch = %s FOR UPDATE",
+                (repo, branch),
             ).fetchone()
-            current = self.repo.refs.get(HEADS + branch)
-            target = self.repo.commit(current).tree if current is not None else root
-            self._write(conn, branch, self._plan(bytes(locked[0]), target))
+            if locked is None or (locked[1], locked[2]) != (self.model, self.config):
+                return False  # the branch was deleted, or re-indexed with another configuration, meanwhile
+            if bytes(locked[0]) != plan.base:
+                plan = self._plan(bytes(locked[0]), target)  # a writer moved the index meanwhile
+            self._write(conn, branch, plan)
         return target == root
 
     def rebuild(self, branch: str, root: ChunkId, progress: Callable[[int], None] | None = None) -> int:
@@ -715,7 +722,7 @@ class _FilterSql:
         return "TRUE"
 
     def _eq(self, path: str, arg: Any) -> str:
-        if arg is None or isinstance(arg, list | dict):
+        if arg is None or isinstance(arg, list | dict) or (isinstance(arg, float) and not math.isfinite(arg)):
             return "TRUE"
         return self._exists(path, "@ == $v", arg)
 
@@ -723,12 +730,13 @@ class _FilterSql:
         self.n += 1
         key = f"fp{self.n}"
         self.params[key] = path + (f" ? ({test})" if test else "")
-        self.params[key + "v"] = json.dumps({"v": v, "w": w})
+        self.params[key + "v"] = json.dumps({"v": v, "w": w}, allow_nan=False)
         return f"jsonb_path_exists(value, %({key})s::jsonpath, %({key}v)s::jsonb)"
 
 
 def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    """A finite JSON number (infinities, which JSON cannot carry, make the clause TRUE instead)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 __all__ = ["SEARCH_MIGRATIONS", "PgSearch", "has_pgvector"]
