@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -17,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.backends.sqlite import SqliteDatabase
+from engram.embed.base import Embedder
 
 if TYPE_CHECKING:
     from engram.backends.postgres import PostgresDatabase
@@ -135,6 +137,49 @@ class PostgresVectorCache:
                 "SELECT %s, %s, h, v FROM unnest(%s::bytea[], %s::bytea[]) AS t(h, v) ON CONFLICT DO NOTHING",
                 (self.db.repo, model, list(vectors), list(vectors.values())),
             )
+
+
+#: Texts embedded per call to the embedder.
+EMBED_BATCH = 64
+
+
+def embed_through(embedder: Embedder, cache: VectorCache, texts: Sequence[str]) -> list[npt.NDArray[np.float32]]:
+    """Vectors of ``texts``: from the cache, embedding (in batches) only the texts it lacks and storing
+    them. Raises :class:`~engram.errors.EmbedderError` when the embedder fails."""
+    model = embedder.model_id
+    hashes = [text_hash(t) for t in texts]
+    found = cache.get_many(model, set(hashes))
+    missing = list({h: t for h, t in zip(hashes, texts, strict=True) if h not in found}.items())
+    for i in range(0, len(missing), EMBED_BATCH):
+        part = missing[i : i + EMBED_BATCH]
+        blobs = as_blobs(np.asarray(embedder.embed([t for _, t in part]), dtype=np.float32), [h for h, _ in part])
+        cache.put_many(model, blobs)
+        found.update(blobs)
+    return [as_array(found[h]) for h in hashes]
+
+
+class QueryVectors:
+    """Embeddings of recent queries (the last ``size`` distinct ones), so a repeated query embeds once."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self.size = size
+        self._found: OrderedDict[tuple[str, str], npt.NDArray[np.float32]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, embedder: Embedder, text: str) -> npt.NDArray[np.float32]:
+        """The query's embedding by ``embedder``."""
+        key = (embedder.model_id, text)
+        with self._lock:
+            found = self._found.get(key)
+            if found is not None:
+                self._found.move_to_end(key)
+                return found
+        found = np.asarray(embedder.embed_query(text), dtype=np.float32)
+        with self._lock:
+            self._found[key] = found
+            if len(self._found) > self.size:
+                self._found.popitem(last=False)
+        return found
 
 
 def as_array(blob: bytes) -> npt.NDArray[np.float32]:

@@ -8,7 +8,7 @@ empty tree); it is never the source of truth.
 from __future__ import annotations
 
 import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +23,7 @@ from engram.errors import EmbedderError
 from engram.hashing import ChunkId
 from engram.index import snapshot
 from engram.index import text as analysis
-from engram.index.cache import MemoryVectorCache, VectorCache, as_array, as_blobs, text_hash
+from engram.index.cache import MemoryVectorCache, QueryVectors, VectorCache, embed_through, text_hash
 from engram.index.keyword import KeywordIndex
 from engram.index.paths import document_text
 from engram.index.vector import VectorIndex
@@ -31,7 +31,6 @@ from engram.objects import Record, decode_record
 from engram.tree import NodeStore, diff_trees, empty_tree
 
 NEVER = np.iinfo(np.int64).max
-EMBED_BATCH = 64
 
 
 @dataclass(slots=True)
@@ -169,7 +168,7 @@ class DocIndex:
         self.pending: set[int] = set()
         self.vector_error: str | None = None
         self.unsaved = 0  # documents changed since the last snapshot
-        self._queries: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
+        self._queries = QueryVectors()
         self.lock = threading.RLock()
 
     @property
@@ -267,31 +266,13 @@ class DocIndex:
         """Vectors of texts through the cache, embedding (in batches) only the texts it lacks."""
         if self.embedder is None:
             raise EmbedderError("no embedder is configured")
-        model = self.embedder.model_id
-        hashes = [text_hash(t) for t in texts]
-        found = self.cache.get_many(model, set(hashes))
-        missing = list({h: t for h, t in zip(hashes, texts, strict=True) if h not in found}.items())
-        for i in range(0, len(missing), EMBED_BATCH):
-            part = missing[i : i + EMBED_BATCH]
-            matrix = self.embedder.embed([t for _, t in part])
-            blobs = as_blobs(matrix, [h for h, _ in part])
-            self.cache.put_many(model, blobs)
-            found.update(blobs)
-        return [as_array(found[h]) for h in hashes]
+        return embed_through(self.embedder, self.cache, texts)
 
     def query_vector(self, text: str) -> npt.NDArray[np.float32]:
         """The embedding of a query (the last 1,024 distinct queries are remembered)."""
         if self.embedder is None:
             raise EmbedderError("no embedder is configured")
-        found = self._queries.get(text)
-        if found is None:
-            found = np.asarray(self.embedder.embed_query(text), dtype=np.float32)
-            self._queries[text] = found
-            if len(self._queries) > 1024:
-                self._queries.popitem(last=False)
-        else:
-            self._queries.move_to_end(text)
-        return found
+        return self._queries.get(self.embedder, text)
 
     def embed_pending(self) -> None:
         """Give every indexed slot a vector; on embedder failure keep them pending and say why."""

@@ -31,6 +31,7 @@ from engram.server.auth import LOCAL, LOCAL_TENANT, KeyRing, Principal, authenti
 from engram.server.errors import ErrorBody, StrictRoute, error_response, install
 from engram.store import Memory, SearchResults, open_repository, tenant_url
 from engram.store import open as open_store
+from engram.store.connect import cache_status
 from engram.store.ops import NOT_PROVIDED
 
 T = TypeVar("T")
@@ -564,9 +565,9 @@ async def readyz(request: Request) -> JSONResponse:
         return error_response(503, "not_ready", f"the store is not ready: {exc}", {"checks": {"store": check}})
     ms = round((time.perf_counter() - started) * 1000, 2)
     checks: dict[str, Any] = {"store": {"ok": True, "ms": ms}}
-    health = getattr(repo.refs, "health", None)
-    if health is not None:
-        checks["cache"] = await run(lambda: health.status(probe=True))
+    cache = await run(lambda: cache_status(repo, probe=True))
+    if cache is not None:
+        checks["cache"] = cache
     degraded = any(check.get("degraded") for check in checks.values())
     return JSONResponse({"status": "degraded" if degraded else "ok", "checks": checks})
 

@@ -91,9 +91,11 @@ def _with_redis(chunks: ChunkStore, refs: RefStore, redis_url: str, repo_id: str
     return redis_caches(chunks, refs, health, repo=repo_id)
 
 
-def cache_status(memory: Memory, *, probe: bool = False) -> dict[str, Any] | None:
-    """The Redis cache's status (``{"ok", "degraded", "error", "since"}``), or None without one."""
-    health = getattr(memory.repo.refs, "health", None)
+def cache_status(store: Memory | Repository, *, probe: bool = False) -> dict[str, Any] | None:
+    """The Redis cache's status (``{"ok", "degraded", "error", "since"}``), or None without one;
+    ``probe=True`` retries a connection that is down (if a retry is due) before answering."""
+    repo = store.repo if isinstance(store, Memory) else store
+    health = getattr(repo.refs, "health", None)
     return None if health is None else cast("dict[str, Any]", health.status(probe=probe))
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,13 +31,13 @@ import numpy as np
 import numpy.typing as npt
 
 from engram import codec
-from engram.backends.postgres import Migration, PostgresDatabase, migrate
+from engram.backends.postgres import Migration, PostgresDatabase, migrate, schema_version
 from engram.embed.base import Embedder
 from engram.errors import EmbedderError, StorageError
 from engram.hashing import ChunkId
 from engram.index import text as analysis
-from engram.index.cache import VectorCache, as_array, text_hash
-from engram.index.docs import EMBED_BATCH, Doc, make_doc
+from engram.index.cache import QueryVectors, VectorCache, embed_through
+from engram.index.docs import Doc, confidence_of, make_doc
 from engram.index.keyword import K1, B
 from engram.index.vector import ANN_MIN
 from engram.objects import decode_record
@@ -46,7 +46,7 @@ from engram.store.filters import And, Compare, Filter, Nor, Not, Or, compile_fil
 from engram.store.item import SearchItem, SearchResults
 from engram.store.ops import SearchOp
 from engram.store.ranking import get_profile
-from engram.store.search import KEYWORD_WEIGHT, check
+from engram.store.search import KEYWORD_WEIGHT, check, search_item
 from engram.tree import diff_trees, empty_tree
 
 _log = logging.getLogger(__name__)
@@ -196,9 +196,10 @@ class PgSearch:
         self.cache = cache
         self.model = embedder.model_id if embedder is not None else ""
         self.config = json.dumps(list(fields))
-        self._queries: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
-        for migration in migrate(db.url, SEARCH_MIGRATIONS):
-            _log.info("applied engram migration %d: %s", migration.version, migration.description)
+        self._queries = QueryVectors()
+        if schema_version(db.url, SEARCH_MIGRATIONS) < SEARCH_MIGRATIONS[-1].version:
+            for migration in migrate(db.url, SEARCH_MIGRATIONS):
+                _log.info("applied engram migration %d: %s", migration.version, migration.description)
         if embedder is not None:
             dim = int(embedder.dim)
             db.run(
@@ -286,7 +287,7 @@ class PgSearch:
             record = doc.record
             batch.append((
                 repo, branch, doc.key, _ns_path(doc.namespace), doc.data, json.dumps(record.value),
-                record.updated_at, record.expires_at, _confidence(record.value), doc.indexed, sum(counts.values()),
+                record.updated_at, record.expires_at, confidence_of(record.value), doc.indexed, sum(counts.values()),
                 list(counts), [float(n) for n in counts.values()], _tsvector(counts),
             ))  # fmt: skip
             if vector is not None:
@@ -333,26 +334,18 @@ class PgSearch:
         )
 
     def _vectors(self, docs: list[Doc]) -> tuple[list[npt.NDArray[np.float32] | None], str | None]:
-        """Embeddings of the indexed documents (through the vector cache); None rows on failure."""
+        """Embeddings of the indexed documents (through the vector cache); None rows and the reason when
+        the embedder fails (the index then records it and hybrid searches degrade to keyword)."""
         out: list[npt.NDArray[np.float32] | None] = [None] * len(docs)
-        if self.embedder is None:
-            return out, None
         wanted = [i for i, d in enumerate(docs) if d.indexed]
-        hashes = [text_hash(docs[i].text) for i in wanted]
-        found = self.cache.get_many(self.model, set(hashes))
-        missing = list(dict.fromkeys(h for h in hashes if h not in found))
-        texts = {text_hash(docs[i].text): docs[i].text for i in wanted}
+        if self.embedder is None or not wanted:
+            return out, None
         try:
-            for start in range(0, len(missing), EMBED_BATCH):
-                part = missing[start : start + EMBED_BATCH]
-                matrix = np.asarray(self.embedder.embed([texts[h] for h in part]), dtype=np.float32)
-                blobs = {h: np.ascontiguousarray(row).tobytes() for h, row in zip(part, matrix, strict=True)}
-                self.cache.put_many(self.model, blobs)
-                found.update(blobs)
+            vectors = embed_through(self.embedder, self.cache, [docs[i].text for i in wanted])
         except EmbedderError as exc:
             return out, str(exc)
-        for i, h in zip(wanted, hashes, strict=True):
-            out[i] = as_array(found[h])
+        for i, vector in zip(wanted, vectors, strict=True):
+            out[i] = vector
         return out, None
 
     def ensure(self, branch: str, root: ChunkId) -> bool:
@@ -419,13 +412,7 @@ class PgSearch:
         """A query's embedding (the last 1,024 distinct queries are remembered)."""
         if self.embedder is None:
             raise EmbedderError("no embedder is configured for this store")
-        found = self._queries.get(text)
-        if found is None:
-            found = np.asarray(self.embedder.embed_query(text), dtype=np.float32)
-            self._queries[text] = found
-            if len(self._queries) > 1024:
-                self._queries.popitem(last=False)
-        return found
+        return self._queries.get(self.embedder, text)
 
 
 @dataclass(slots=True)
@@ -438,12 +425,6 @@ class _Plan:
     added: list[Doc] = field(default_factory=list)
     vectors: list[npt.NDArray[np.float32] | None] = field(default_factory=list)
     error: str | None = None
-
-
-def _confidence(value: dict[str, Any]) -> float:
-    from engram.index.docs import confidence_of
-
-    return confidence_of(value)
 
 
 class _Query:
@@ -565,7 +546,7 @@ class _Query:
                 "weights": {"similarity": profile.similarity, "confidence": profile.confidence,
                             "recency": profile.recency},
                 "similarity": float(similarity),
-                "confidence": _confidence(record.value),
+                "confidence": confidence_of(record.value),
                 "recency": float(rec),
             }  # fmt: skip
             if mode != "semantic":
@@ -648,21 +629,11 @@ class _Query:
                 if len(out) >= request.limit:
                     break
                 ns, key = codec.decode_key(bytes(row[0]))
-                out.append(SearchItem(
-                    namespace=ns, key=key, value=record.value, created_at=_dt(record.created_at),
-                    updated_at=_dt(record.updated_at), expires_at=None if record.expires_at is None else
-                    _dt(record.expires_at), author=record.author, sources=record.sources,
-                    score=float(row[8]) if scored else None, explain=explain(row) if explain else None,
-                ))  # fmt: skip
+                score = float(row[8]) if scored else None
+                out.append(search_item(ns, key, record, score, explain(row) if explain else None))
             if len(out) >= request.limit or len(rows) < fetch:
                 return out
             fetch *= 4
-
-
-def _dt(ms: int) -> Any:
-    from engram.store.item import _dt as to_datetime
-
-    return to_datetime(ms)
 
 
 def _min_max(value: str, low: str, high: str) -> str:

@@ -19,6 +19,7 @@ from engram.errors import EmbedderError, InvalidInputError
 from engram.index import text as analysis
 from engram.index.docs import NEVER, Doc, DocIndex, confidence_of
 from engram.index.keyword import Stats, bm25
+from engram.objects import Record
 from engram.store.filters import compile_filter, matches
 from engram.store.item import Item, SearchItem, SearchResults
 from engram.store.ops import SearchOp
@@ -291,7 +292,14 @@ def _page(
 
 
 def _search_item(doc: Doc, score: float | None, explain: dict[str, Any] | None) -> SearchItem:
-    base = Item.from_record(doc.namespace, doc.item_key, doc.record)
+    return search_item(doc.namespace, doc.item_key, doc.record, score, explain)
+
+
+def search_item(
+    namespace: tuple[str, ...], key: str, record: Record, score: float | None, explain: dict[str, Any] | None
+) -> SearchItem:
+    """A search result from a stored record (shared by the in-process and the PostgreSQL engines)."""
+    base = Item.from_record(namespace, key, record)
     return SearchItem(
         namespace=base.namespace,
         key=base.key,
@@ -306,4 +314,4 @@ def _search_item(doc: Doc, score: float | None, explain: dict[str, Any] | None) 
     )
 
 
-__all__ = ["KEYWORD_WEIGHT", "NEVER", "Overlay", "check", "execute"]
+__all__ = ["KEYWORD_WEIGHT", "NEVER", "Overlay", "check", "execute", "search_item"]
