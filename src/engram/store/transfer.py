@@ -24,7 +24,7 @@ import numpy as np
 
 from engram import codec
 from engram.errors import InvalidInputError
-from engram.index.cache import as_blobs, text_hash
+from engram.index.cache import MemoryVectorCache, VectorCache, embed_through, text_hash
 from engram.index.paths import document_text
 from engram.objects import Commit, Record, decode_record, encode_record
 from engram.store import _validate
@@ -51,7 +51,6 @@ def export_items(
     returns how many. ``progress`` is called with the number of items written since its last call."""
     commit: Commit = memory.resolve(at) if at else memory.head
     start, end = codec.prefix_range(namespace_prefix) if namespace_prefix else (None, None)
-    index = memory.pool.index(memory.branch) if embeddings else None
     embedder = memory.pool.embedder if embeddings else None
     if embeddings and embedder is None:
         raise InvalidInputError("this store has no embedder: export without embeddings")
@@ -69,10 +68,10 @@ def export_items(
     for chunk in _chunks(iter_entries(memory.repo.nodes, commit.tree, start, end), BATCH):
         records = [(codec.decode_key(key), decode_record(data)) for key, data in chunk]
         vectors: list[list[float] | None] = [None] * len(records)
-        if index is not None:
+        if embedder is not None:
             wanted = [(i, r) for i, (_, r) in enumerate(records) if r.extra.get("index") is not False]
-            texts = [document_text(r.value, _fields(r, index.fields)) for _, r in wanted]
-            for (i, _), found in zip(wanted, index.vectors_for(texts), strict=True):
+            texts = [document_text(r.value, _fields(r, memory.pool.fields)) for _, r in wanted]
+            for (i, _), found in zip(wanted, embed_through(embedder, _cache(memory), texts), strict=True):
                 vectors[i] = [round(float(x), 7) for x in found]
         for ((ns, key), record), vector in zip(records, vectors, strict=True):
             line: dict[str, Any] = {
@@ -186,8 +185,12 @@ def _item(data: Any, number: int) -> tuple[bytes, Record, bytes | None]:
             raise InvalidInputError(f"{where}: embedding must be a list of numbers") from None
         if array.ndim != 1:
             raise InvalidInputError(f"{where}: embedding must be a list of numbers")
-        vector = next(iter(as_blobs(array[None, :], [b""]).values()))
+        vector = array.tobytes()  # float32, as the vector cache stores it
     return codec.encode_key(ns, key), record, vector
+
+
+def _cache(memory: Memory) -> VectorCache:
+    return memory.pool.cache if memory.pool.cache is not None else MemoryVectorCache()
 
 
 def _fields(record: Record, default: tuple[str, ...]) -> tuple[str, ...]:
