@@ -12,6 +12,7 @@ an item and from which messages, branch to test a fix, merge it, revert a bad wr
 
 from engram.errors import (
     AmbiguousRefError,
+    AuthenticationError,
     ConfigError,
     ConflictError,
     EmbedderError,
@@ -25,10 +26,12 @@ from engram.errors import (
     InvalidValueError,
     MergeConflictError,
     NotFoundError,
+    PermissionDeniedError,
     ReadOnlyError,
     RefExistsError,
     RefNotFoundError,
     StorageError,
+    UnavailableError,
 )
 from engram.objects import Commit
 from engram.repo import FsckReport, GcReport, Repository
@@ -57,6 +60,7 @@ from engram.store import (
 __all__ = [
     "AmbiguousRefError",
     "AsyncMemory",
+    "AuthenticationError",
     "Commit",
     "CommitDetails",
     "ConfigError",
@@ -80,6 +84,7 @@ __all__ = [
     "Memory",
     "MergeConflictError",
     "NotFoundError",
+    "PermissionDeniedError",
     "Profile",
     "PutOp",
     "ReadOnlyError",
@@ -92,6 +97,7 @@ __all__ = [
     "StorageError",
     "TTLConfig",
     "Transaction",
+    "UnavailableError",
     "Version",
     "View",
     "aopen",

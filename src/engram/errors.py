@@ -20,7 +20,10 @@ psycopg, redis, httpx) are translated at the backend boundary and never leak::
     │   └── RefExistsError            creating a branch or tag that exists
     ├── ReadOnlyError                 writing through a read-only view
     ├── IntegrityError                a chunk whose bytes do not hash to its id; a corrupt store
-    ├── StorageError                  the backend failed (I/O, locked database, lost connection)
+    ├── AuthenticationError           no credentials, or credentials nobody issued (HTTP 401)
+    ├── PermissionDeniedError         the caller lacks a scope or may not touch a namespace (HTTP 403)
+    ├── StorageError                  the backend failed (I/O error, a corrupt or unexpected answer)
+    │   └── UnavailableError          a dependency is down or overloaded: retry later (HTTP 503)
     ├── EmbedderError                 the embedding model failed or is unavailable
     └── ConfigError                   bad store URL or settings
 """
@@ -106,8 +109,37 @@ class IntegrityError(EngramError):
     """Stored bytes do not match their hash, or the store is otherwise corrupt."""
 
 
+class AuthenticationError(EngramError):
+    """No credentials were given, or nobody issued the ones given (unknown or revoked key)."""
+
+
+class PermissionDeniedError(EngramError):
+    """The caller is known but may not do this: a scope it lacks, or a namespace outside its prefix.
+
+    Attributes:
+        code: a stable machine-readable reason (``missing_scope``, ``namespace_forbidden`` ...).
+    """
+
+    def __init__(self, message: str, code: str = "forbidden") -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class StorageError(EngramError):
-    """The storage backend failed (I/O error, locked database, lost connection)."""
+    """The storage backend failed (I/O error, a corrupt or unexpected answer)."""
+
+
+class UnavailableError(StorageError):
+    """A dependency (database, cache, remote) is down, unreachable or overloaded: the same request may
+    succeed later. Never raised for bad input.
+
+    Attributes:
+        retry_after: seconds after which a retry makes sense (None: unknown).
+    """
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class EmbedderError(EngramError):

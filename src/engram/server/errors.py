@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -29,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from engram import codec
 from engram.errors import (
     AmbiguousRefError,
+    AuthenticationError,
     ChunkNotFoundError,
     ConfigError,
     ConflictError,
@@ -44,10 +46,12 @@ from engram.errors import (
     ItemNotFoundError,
     MergeConflictError,
     NotFoundError,
+    PermissionDeniedError,
     ReadOnlyError,
     RefExistsError,
     RefNotFoundError,
     StorageError,
+    UnavailableError,
 )
 from engram.objects import decode_record
 
@@ -71,6 +75,9 @@ STATUS: dict[type[EngramError], tuple[int, str]] = {
     ConflictError: (409, "conflict"),
     ReadOnlyError: (409, "read_only"),
     IntegrityError: (500, "integrity_error"),
+    AuthenticationError: (401, "unauthorized"),
+    PermissionDeniedError: (403, "forbidden"),
+    UnavailableError: (503, "storage_unavailable"),
     StorageError: (503, "storage_unavailable"),
     EmbedderError: (503, "embedder_unavailable"),
     ConfigError: (500, "config_error"),
@@ -163,9 +170,18 @@ def _details(exc: EngramError) -> Any:
 async def _engram_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, EngramError)
     status, code = status_of(exc)
-    if status >= 500:
+    headers: dict[str, str] = {}
+    if isinstance(exc, PermissionDeniedError):
+        code = exc.code
+    elif isinstance(exc, AuthenticationError):
+        headers["WWW-Authenticate"] = "Bearer"
+    elif isinstance(exc, UnavailableError | EmbedderError):
+        headers["Retry-After"] = str(max(1, math.ceil(getattr(exc, "retry_after", None) or 1)))
+    if status >= 500 and status != 503:
         log.error("%s %s failed: %s", request.method, request.url.path, code, exc_info=exc)
-    return error_response(status, code, str(exc), _details(exc))
+    elif status == 503:
+        log.warning("%s %s: %s: %s", request.method, request.url.path, code, exc)
+    return error_response(status, code, str(exc), _details(exc), headers or None)
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
