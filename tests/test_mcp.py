@@ -23,7 +23,8 @@ from jsonschema import Draft202012Validator
 from mcp import Client, StdioServerParameters, stdio_client
 
 from engram.cli import cli
-from engram.mcp import TOOLS, build_server, command, http_url
+from engram.cli.mcp import command
+from engram.mcp import TOOLS, build_server, http_url
 from engram.store import Memory
 
 pytestmark = pytest.mark.anyio

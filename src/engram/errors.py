@@ -110,7 +110,15 @@ class IntegrityError(EngramError):
 
 
 class AuthenticationError(EngramError):
-    """No credentials were given, or nobody issued the ones given (unknown or revoked key)."""
+    """No credentials were given, or nobody issued the ones given (unknown or revoked key).
+
+    Attributes:
+        code: a stable machine-readable reason (``unauthorized``: none given; ``invalid_key``: unknown).
+    """
+
+    def __init__(self, message: str, code: str = "unauthorized") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class PermissionDeniedError(EngramError):

@@ -17,30 +17,31 @@ import inspect
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from functools import partial
 from itertools import islice
 from typing import Any, Literal, TypeVar
 
 import anyio
 import anyio.to_thread
-import click
 import uvicorn
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
 from mcp import types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from engram import codec
-from engram.cli import _friendly, _store, err
-from engram.errors import EngramError, MergeConflictError
-from engram.objects import Commit, decode_record
-from engram.store import Item, ItemConflict, Memory
+from engram.errors import AuthenticationError, EngramError, MergeConflictError
+from engram.ops.access import LOCAL, KeyRing, Principal, authenticate
+from engram.ops.tenants import TenantPool
+from engram.store import Memory
 from engram.store.ops import NOT_PROVIDED, Mode
 from engram.store.ranking import PROFILES
+from engram.store.serialize import change_json, commit_json, conflict_json, item_json, version_json
 
 F = TypeVar("F", bound=Callable[..., dict[str, Any]])
+#: Narrows a call's arguments to what the caller may touch (a namespace prefix), or refuses it.
+Guard = Callable[[Principal, dict[str, Any]], dict[str, Any]]
 Strategy = Literal["fail", "ours", "theirs", "newest"]
 
 #: Where the streamable HTTP endpoint is served.
@@ -72,6 +73,8 @@ class Tool:
     run: Callable[..., dict[str, Any]]
     read_only: bool
     destructive: bool
+    scope: str = "read"
+    guard: Guard | None = None
     validator: Any = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -120,14 +123,23 @@ TOOLS: dict[str, Tool] = {}
 
 
 def _tool(
-    *, required: Sequence[str] = (), read_only: bool = False, destructive: bool = False, **properties: dict[str, Any]
+    *,
+    required: Sequence[str] = (),
+    read_only: bool = False,
+    destructive: bool = False,
+    guard: Guard | None = None,
+    scope: str | None = None,
+    **properties: dict[str, Any],
 ) -> Callable[[F], F]:
-    """Register a function ``memory_<verb>(memory, **arguments)`` as a tool; its docstring is the description."""
+    """Register a function ``memory_<verb>(memory, **arguments)`` as a tool; its docstring is the description.
+
+    A read-only tool needs the caller's ``read`` scope, any other ``write``; ``guard`` applies the caller's
+    namespace prefix to the arguments (the same access policy as the HTTP API)."""
 
     def register(fn: F) -> F:
-        TOOLS[fn.__name__] = Tool(
-            fn.__name__, inspect.cleandoc(fn.__doc__ or ""), properties, tuple(required), fn, read_only, destructive
-        )
+        needs = scope or ("read" if read_only else "write")
+        TOOLS[fn.__name__] = Tool(fn.__name__, inspect.cleandoc(fn.__doc__ or ""), properties, tuple(required), fn,
+                                  read_only, destructive, needs, guard)  # fmt: skip
         return fn
 
     return register
@@ -171,44 +183,48 @@ STRATEGY = _enum(
 )
 
 
-# --------------------------------------------------------------- result shapes
+# --------------------------------------------------------------- access guards
 
 
-def _time(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat()
+def _checked(who: Principal, args: dict[str, Any]) -> dict[str, Any]:
+    """One item's namespace: it must lie under the caller's prefix."""
+    return {**args, "namespace": list(who.check(args["namespace"]))}
 
 
-def commit_dict(commit: Commit) -> dict[str, Any]:
-    """A commit as JSON: ``{id, short_id, parents, time (ISO), author, message, metadata}``."""
-    return {
-        "id": commit.id.hex(),
-        "short_id": commit.short_id,
-        "parents": [p.hex() for p in commit.parents],
-        "time": _time(commit.time),
-        "author": commit.author,
-        "message": commit.message,
-        "metadata": commit.metadata,
-    }
+def _narrowed(who: Principal, args: dict[str, Any]) -> dict[str, Any]:
+    """A namespace prefix: narrowed to the caller's prefix (refused when they do not overlap)."""
+    return {**args, "namespace": list(who.narrow(args["namespace"]) or ())}
 
 
-def item_dict(item: Item | None) -> dict[str, Any] | None:
-    """An item as JSON: ``Item.dict()`` (plus ``score`` for search results) and its expiry and provenance."""
-    if item is None:
-        return None
-    expires = None if item.expires_at is None else item.expires_at.isoformat()
-    return {**item.dict(), "expires_at": expires, "author": item.author, "sources": list(item.sources)}
+def _listing(who: Principal, args: dict[str, Any]) -> dict[str, Any]:
+    narrowed = who.narrow_pattern(args.get("prefix"))
+    return {**args, "prefix": None if narrowed is None else list(narrowed)}
 
 
-def _conflict_dict(conflict: Any) -> dict[str, Any]:
-    """One conflict of a refused merge or revert, with the item on each side (None: absent there)."""
-    if isinstance(conflict, ItemConflict):
-        namespace, key, sides = conflict.namespace, conflict.key, [conflict.base, conflict.ours, conflict.theirs]
-    else:  # a tree-level Conflict: raw key and record bytes
-        namespace, key = codec.decode_key(conflict.key)
-        raw = (conflict.base, conflict.ours, conflict.theirs)
-        sides = [None if data is None else Item.from_record(namespace, key, decode_record(data)) for data in raw]
-    base, ours, theirs = (item_dict(item) for item in sides)
-    return {"namespace": list(namespace), "key": key, "base": base, "ours": ours, "theirs": theirs}
+def _log(who: Principal, args: dict[str, Any]) -> dict[str, Any]:
+    if args.get("key") is not None:
+        return {**args, "namespace": list(who.check(args.get("namespace") or ()))}
+    narrowed = who.narrow(args.get("namespace"))
+    return {**args, "namespace": None if narrowed is None else list(narrowed)}
+
+
+def _everywhere(action: str) -> Guard:
+    """A verb that reaches every namespace: not for a key restricted to a prefix."""
+
+    def guard(who: Principal, args: dict[str, Any]) -> dict[str, Any]:
+        who.require_unrestricted(action)
+        return args
+
+    return guard
+
+
+def _branching(who: Principal, args: dict[str, Any]) -> dict[str, Any]:
+    if args.get("action", "list") == "create":
+        who.require("write")
+    elif args.get("action") == "delete":
+        who.require("admin")
+        who.require_unrestricted("delete a branch")
+    return args
 
 
 def _on(memory: Memory, branch: str | None, author: str | None = None) -> Memory:
@@ -222,6 +238,7 @@ def _on(memory: Memory, branch: str | None, author: str | None = None) -> Memory
 
 
 @_tool(
+    guard=_narrowed,
     read_only=True,
     namespace=_namespace('Namespace prefix to search under, e.g. ["users"]; [] searches everything.', default=[]),
     query=_string("What to look for, in words. Omit to list items newest first (by updated_at)."),
@@ -262,21 +279,22 @@ def memory_search(
         namespace, query, filter=filter, limit=limit, offset=offset, mode=mode, profile=profile, explain=explain,
         min_score=min_score, at=at,
     )  # fmt: skip
-    items = [item_dict(item) for item in results]
+    items = [item_json(item) for item in results]
     return {"mode": results.mode, "requested_mode": results.requested_mode, "degraded": results.degraded,
             "items": items}  # fmt: skip
 
 
-@_tool(required=("namespace", "key"), read_only=True, namespace=NAMESPACE, key=KEY, at=AT)
+@_tool(required=("namespace", "key"), read_only=True, namespace=NAMESPACE, key=KEY, at=AT, guard=_checked)
 def memory_get(memory: Memory, *, namespace: list[str], key: str, at: str | None = None) -> dict[str, Any]:
     """Read one memory by namespace and key, now or as of a past version (`at`).
 
     Returns {item}: namespace, key, value, timestamps, author and sources; item is null when there is none.
     """
-    return {"item": item_dict((memory.at(at) if at else memory).get(namespace, key))}
+    return {"item": item_json((memory.at(at) if at else memory).get(namespace, key))}
 
 
 @_tool(
+    guard=_checked,
     required=("namespace", "key", "value"),
     namespace=NAMESPACE,
     key=KEY,
@@ -316,10 +334,11 @@ def memory_write(
     commit = _on(memory, branch).put(
         namespace, key, value, index, ttl=ttl, author=author, sources=sources, message=message
     )
-    return {"commit": commit_dict(commit)}
+    return {"commit": commit_json(commit)}
 
 
 @_tool(
+    guard=_checked,
     required=("namespace", "key"),
     destructive=True,
     namespace=NAMESPACE,
@@ -336,10 +355,11 @@ def memory_delete(
 
     Returns {commit}; deleting a missing item changes nothing and returns the current head.
     """
-    return {"commit": commit_dict(_on(memory, branch).delete(namespace, key, author=author, message=message))}
+    return {"commit": commit_json(_on(memory, branch).delete(namespace, key, author=author, message=message))}
 
 
 @_tool(
+    guard=_listing,
     read_only=True,
     prefix=_namespace('Only namespaces starting with these labels; "*" matches any one label.'),
     suffix=_namespace('Only namespaces ending with these labels; "*" matches any one label.'),
@@ -362,6 +382,7 @@ def memory_list_namespaces(
 
 
 @_tool(
+    guard=_log,
     read_only=True,
     ref=_string(f"Where the log starts: {_REF_HELP}.", default="HEAD"),
     namespace=_namespace("Only commits that changed items under this namespace prefix."),
@@ -375,10 +396,11 @@ def memory_log(
 
     Returns {commits}: each has id, short_id, parents (two for a merge), time, author, message.
     """
-    return {"commits": [commit_dict(c) for c in memory.log(ref, namespace=namespace, key=key, limit=limit)]}
+    return {"commits": [commit_json(c) for c in memory.log(ref, namespace=namespace, key=key, limit=limit)]}
 
 
 @_tool(
+    guard=_narrowed,
     required=("old",),
     read_only=True,
     old=_string(f"The earlier version: {_REF_HELP}."),
@@ -393,15 +415,11 @@ def memory_diff(memory: Memory, *, old: str, new: str, namespace: list[str], lim
     new (items, null when absent); truncated is true when there were more than `limit`.
     """
     changes = list(islice(memory.iter_diff(old, new, namespace=namespace), limit + 1))
-    rows = [
-        {"namespace": list(c.namespace), "key": c.key, "kind": c.kind, "old": item_dict(c.old),
-         "new": item_dict(c.new)}
-        for c in changes[:limit]
-    ]  # fmt: skip
-    return {"changes": rows, "truncated": len(changes) > limit}
+    return {"changes": [change_json(c) for c in changes[:limit]], "truncated": len(changes) > limit}
 
 
 @_tool(
+    guard=_checked,
     required=("namespace", "key"),
     read_only=True,
     namespace=NAMESPACE,
@@ -415,10 +433,12 @@ def memory_history(memory: Memory, *, namespace: list[str], key: str, ref: str, 
     Returns {versions}: each has commit (id, time, author, message ...) and item (null: deleted then).
     """
     versions = memory.history(namespace, key, ref)[:limit]
-    return {"versions": [{"commit": commit_dict(v.commit), "item": item_dict(v.item)} for v in versions]}
+    return {"versions": [version_json(v) for v in versions]}
 
 
 @_tool(
+    guard=_branching,
+    scope="read",
     destructive=True,
     action=_enum(
         ["list", "create", "delete"],
@@ -447,6 +467,7 @@ def memory_branch(
 
 
 @_tool(
+    guard=_everywhere("merge"),
     required=("source",),
     source=_string(f"What to merge: {_REF_HELP}."),
     into=_string("The branch to merge into. Default: the server's branch."),
@@ -463,10 +484,11 @@ def memory_merge(
     Returns {commit}: the merge commit (the unchanged head when there was nothing to merge). With strategy
     fail, conflicts are an error listing each conflicting item's base, ours and theirs.
     """
-    return {"commit": commit_dict(_on(memory, into, author).merge(source, strategy=strategy, message=message))}
+    return {"commit": commit_json(_on(memory, into, author).merge(source, strategy=strategy, message=message))}
 
 
 @_tool(
+    guard=_everywhere("revert"),
     required=("ref",),
     ref=_string(f"The commit to undo: {_REF_HELP}."),
     strategy=STRATEGY,
@@ -480,7 +502,7 @@ def memory_revert(
 
     Returns {commit}: the revert commit. Later changes to the same items are conflicts (see strategy).
     """
-    return {"commit": commit_dict(_on(memory, branch, author).revert(ref, strategy=strategy))}
+    return {"commit": commit_json(_on(memory, branch, author).revert(ref, strategy=strategy))}
 
 
 # --------------------------------------------------------------------- server
@@ -504,8 +526,12 @@ def _failure(kind: str, message: str, **details: Any) -> types.CallToolResult:
     )
 
 
-async def call_tool(memory: Memory, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-    """Check ``arguments`` against tool ``name``'s schema, run it on a worker thread, and shape the result."""
+async def call_tool(
+    memory: Memory, name: str, arguments: dict[str, Any], who: Principal = LOCAL
+) -> types.CallToolResult:
+    """Check ``arguments`` against tool ``name``'s schema and the caller's access (scope, namespace prefix), run
+    it on a worker thread, and shape the result. ``who`` is the authenticated caller (over HTTP with API keys);
+    ``memory`` is their tenant's store."""
     tool = TOOLS.get(name)
     if tool is None:
         return _failure("UnknownTool", f"no tool {name!r}; the tools are: {', '.join(TOOLS)}")
@@ -513,11 +539,16 @@ async def call_tool(memory: Memory, name: str, arguments: dict[str, Any]) -> typ
     if problem is not None:
         return _failure("InvalidArguments", problem)
     try:
-        data = await anyio.to_thread.run_sync(partial(tool.run, memory, **{**tool.defaults, **arguments}))
+        args = {**tool.defaults, **arguments}
+        if who is not LOCAL:
+            who.require(tool.scope)
+            args = tool.guard(who, args) if tool.guard is not None else args
+            memory = who.handle(memory)
+        data = await anyio.to_thread.run_sync(partial(tool.run, memory, **args))
     except _ArgumentError as exc:
         return _failure("InvalidArguments", str(exc))
     except MergeConflictError as exc:
-        conflicts = [_conflict_dict(c) for c in exc.conflicts[:MAX_CONFLICTS]]
+        conflicts = [conflict_json(c) for c in exc.conflicts[:MAX_CONFLICTS]]
         return _failure(type(exc).__name__, str(exc), conflict_count=len(exc.conflicts), conflicts=conflicts)
     except EngramError as exc:
         return _failure(type(exc).__name__, str(exc))
@@ -531,12 +562,34 @@ def _version() -> str:
         return "0"
 
 
-def build_server(memory: Memory) -> Server[Any]:
-    """An MCP server (the SDK's low-level :class:`~mcp.server.Server`) whose tools act on ``memory``.
+def _secret(headers: Any) -> str | None:
+    """The API key of an HTTP request: ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``."""
+    bearer = headers.get("authorization") or ""
+    scheme, _, value = bearer.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    found: str | None = headers.get("x-api-key")
+    return found
 
-    Writes go to ``memory``'s branch unless a tool call names another; run it with :func:`serve_stdio`,
+
+@dataclass(frozen=True, slots=True)
+class KeyedAccess:
+    """Tool calls over HTTP with API keys: the caller comes from the request's key (never from a tool
+    argument), and acts on its own tenant's store with its scopes and namespace prefix (as over HTTP)."""
+
+    keyring: KeyRing
+    tenants: TenantPool
+
+
+def build_server(memory: Memory | None = None, *, access: KeyedAccess | None = None) -> Server[Any]:
+    """An MCP server (the SDK's low-level :class:`~mcp.server.Server`) whose tools act on ``memory``, or with
+    ``access`` on the store of the tenant each request's API key names.
+
+    Writes go to the handle's branch unless a tool call names another; run it with :func:`serve_stdio`,
     :func:`serve_http`, or in-process with ``mcp.Client(server)``.
     """
+    if (memory is None) == (access is None):
+        raise ValueError("build_server takes a memory, or access (keys and tenants), not both")
     listed = [tool.describe() for tool in TOOLS.values()]
 
     async def list_tools(
@@ -545,7 +598,19 @@ def build_server(memory: Memory) -> Server[Any]:
         return types.ListToolsResult(tools=listed)
 
     async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await call_tool(memory, params.name, params.arguments or {})
+        if memory is not None:
+            return await call_tool(memory, params.name, params.arguments or {})
+        assert access is not None
+        try:
+            headers = getattr(ctx.request, "headers", None)
+            who = authenticate(access.keyring, None if headers is None else _secret(headers))
+            tenant = await anyio.to_thread.run_sync(access.tenants.acquire, who.tenant)
+        except EngramError as exc:
+            return _failure(type(exc).__name__, str(exc))
+        try:
+            return await call_tool(tenant, params.name, params.arguments or {}, who)
+        finally:
+            access.tenants.release(who.tenant)
 
     def input_schema(name: str) -> dict[str, Any] | None:
         tool = TOOLS.get(name)
@@ -574,57 +639,52 @@ def http_url(host: str, port: int) -> str:
     return f"http://{shown}:{port}{HTTP_PATH}"
 
 
-async def serve_http(server: Server[Any], *, host: str = "127.0.0.1", port: int = 8765) -> None:
+class RequireKey:
+    """Refuses HTTP requests without a valid API key with a 401 (engram's error shape) before the protocol sees
+    them: an MCP server with keys answers nobody else, not even its tool list."""
+
+    def __init__(self, app: ASGIApp, keyring: KeyRing) -> None:
+        self.app = app
+        self.keyring = keyring
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
+            try:
+                authenticate(self.keyring, _secret(headers))
+            except AuthenticationError as exc:
+                body = json.dumps({"error": {"code": exc.code, "message": str(exc), "details": None}}).encode()
+                await send({"type": "http.response.start", "status": 401, "headers": [
+                    (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})  # fmt: skip
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def http_app(server: Server[Any], *, host: str = "127.0.0.1", keyring: KeyRing | None = None) -> ASGIApp:
+    """The streamable HTTP app of ``server`` at :data:`HTTP_PATH`; with ``keyring`` every request needs a key."""
+    app: ASGIApp = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
+    return app if keyring is None else RequireKey(app, keyring)
+
+
+async def serve_http(
+    server: Server[Any], *, host: str = "127.0.0.1", port: int = 8765, keyring: KeyRing | None = None
+) -> None:
     """Serve clients over streamable HTTP at :func:`http_url` until interrupted."""
-    app = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
+    app = http_app(server, host=host, keyring=keyring)
     await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
-
-
-@click.command(name="mcp")
-@click.option(
-    "--transport",
-    type=click.Choice(["stdio", "http"]),
-    default="stdio",
-    show_default=True,
-    help="stdio: for a client that launches engram; http: streamable HTTP at http://HOST:PORT/mcp.",
-)
-@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP: the interface to listen on.")
-@click.option("--port", type=int, default=8765, show_default=True, help="HTTP: the port to listen on.")
-@click.pass_context
-@_friendly
-def command(ctx: click.Context, transport: str, host: str, port: int) -> None:
-    """Serve the memory to MCP clients (Claude Desktop, IDEs, agents) over stdio or streamable HTTP.
-
-    \b
-    Examples:
-      engram --store ~/notes mcp
-      engram mcp --transport http --port 8765    # clients connect to http://127.0.0.1:8765/mcp
-    """
-    memory = _store(ctx)
-    server = build_server(memory)
-    try:
-        if transport == "stdio":  # stdout carries the protocol: only stderr for people
-            err.print(f"engram MCP server on stdio, branch {memory.branch}")
-            anyio.run(serve_stdio, server)
-        else:
-            err.print(f"engram MCP server at {http_url(host, port)}, branch {memory.branch} (Ctrl+C stops it)")
-            anyio.run(partial(serve_http, server, host=host, port=port))
-    except KeyboardInterrupt:
-        pass
-    finally:
-        memory.close()
 
 
 __all__ = [
     "HTTP_PATH",
     "TOOLS",
+    "KeyedAccess",
+    "RequireKey",
     "Tool",
     "build_server",
     "call_tool",
-    "command",
-    "commit_dict",
+    "http_app",
     "http_url",
-    "item_dict",
     "serve_http",
     "serve_stdio",
 ]

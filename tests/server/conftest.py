@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from engram.server import ServerConfig, create_app
-from engram.server.auth import KeyRing
+from engram.ops.access import KeyRing
 
 ERROR_KEYS = {"code", "message", "details"}
 

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from engram.cli import cli
 from engram.server import ServerConfig, create_app
-from engram.server.auth import KeyRing
+from engram.ops.access import KeyRing
 
 from .conftest import Keyed, error_of
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from engram.server import ServerConfig, create_app
-from engram.server.auth import KeyRing
+from engram.ops.access import KeyRing
 
 _DIR = Path(tempfile.mkdtemp(prefix="engram-fuzz-"))
 _, SECRET = KeyRing(_DIR / "keys.json").create("fuzz", ["admin"])

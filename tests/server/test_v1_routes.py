@@ -81,8 +81,12 @@ def test_v1_branches_tags_merge_revert(client: TestClient) -> None:
     assert get(client, "n")["value"] == {"v": 1} and get(client, "n", branch="fix")["value"] == {"v": 2}
     put(client, "n", {"v": 3})
     conflict = error_of(client.post("/v1/merge", json={"source": "fix"}), 409, "merge_conflict")
-    assert conflict["details"]["conflicts"] == [
-        {"namespace": ["notes"], "key": "n", "base": {"v": 1}, "ours": {"v": 3}, "theirs": {"v": 2}}]  # fmt: skip
+    assert conflict["details"]["conflict_count"] == 1
+    (listed,) = conflict["details"]["conflicts"]
+    assert (listed["namespace"], listed["key"]) == (["notes"], "n")
+    sides = {side: listed[side]["value"] for side in ("base", "ours", "theirs")}
+    assert sides == {"base": {"v": 1}, "ours": {"v": 3}, "theirs": {"v": 2}}
+    assert listed["ours"]["author"] and listed["ours"]["updated_at"].endswith("+00:00")
     merged = client.post("/v1/merge", json={"source": "fix", "strategy": "theirs", "message": "take fix"}).json()
     assert merged["commit"]["message"] == "take fix" and len(merged["commit"]["parents"]) == 2
     assert get(client, "n")["value"] == {"v": 2}
@@ -139,7 +143,7 @@ def test_readyz_fails_in_the_error_shape_when_the_store_cannot_be_written(tmp_pa
     store = tmp_path / "store"
     with TestClient(create_app(ServerConfig(store=str(store), embedder="hashing"))) as client:
         assert client.get("/readyz").status_code == 200
-        client.app.state.engram.tenants.memory("default").repo.chunks.close()  # type: ignore[attr-defined]
+        client.app.state.engram.tenants.pool.acquire("default").repo.chunks.close()  # type: ignore[attr-defined]
         error = error_of(client.get("/readyz"), 503, "not_ready")
         assert error["details"]["checks"]["store"]["ok"] is False
 

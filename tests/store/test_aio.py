@@ -35,8 +35,22 @@ def test_bad_input_fails_only_its_caller() -> None:
         good = amem.aput(("n",), "ok", {"v": 1})
         bad = amem.aput(("n.bad",), "x", {"v": 1})
         results = await asyncio.gather(good, bad, return_exceptions=True)
-        assert results[0] is None and isinstance(results[1], engram.InvalidNamespaceError)
+        assert isinstance(results[0], engram.Commit) and isinstance(results[1], engram.InvalidNamespaceError)
         assert await amem.aget(("n",), "ok") is not None
+
+    asyncio.run(scenario())
+
+
+def test_aput_concurrent_puts_share_one_commit_and_return_it() -> None:
+    async def scenario() -> None:
+        amem = await engram.aopen(":memory:", embedder=None)
+        commits = await asyncio.gather(*(amem.aput(("n",), f"k{i}", {"v": i}) for i in range(16)))
+        assert len({c.id for c in commits}) == 1 and commits[0].message == "batch: 16 put(s), 0 delete(s)"
+        assert len(await amem.alog()) == 2  # init + the one batch
+        own = await amem.aput(("n",), "k0", {"v": -1}, author="alice", message="fix k0")
+        assert own.author == "alice" and own.message == "fix k0"
+        deleted = await amem.adelete(("n",), "k1")
+        assert deleted.message == "delete n/k1" and await amem.aget(("n",), "k1") is None
 
     asyncio.run(scenario())
 

@@ -195,10 +195,13 @@ def test_merge_conflict_fails_and_writes_nothing(mem: Memory) -> None:
     head = mem.head.id
     with pytest.raises(engram.MergeConflictError) as info:
         mem.merge("feature")
-    assert sorted(c.key for c in info.value.conflicts) == [
-        engram.codec.encode_key(NS, "doomed"),
-        engram.codec.encode_key(NS, "shared"),
-    ]
+    conflicts = sorted(info.value.conflicts, key=lambda c: c.key)
+    assert all(isinstance(c, engram.ItemConflict) for c in conflicts)  # item-level, decoded once
+    assert [(c.namespace, c.key) for c in conflicts] == [(NS, "doomed"), (NS, "shared")]
+    doomed, shared = conflicts
+    assert doomed.ours is None and doomed.theirs is not None and doomed.theirs.value == {"v": "changed"}
+    assert shared.ours is not None and shared.theirs is not None
+    assert (shared.ours.value, shared.theirs.value) == ({"v": "ours"}, {"v": "theirs"})
     assert mem.head.id == head
 
 

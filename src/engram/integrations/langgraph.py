@@ -104,7 +104,7 @@ class EngramStore(BaseStore):
         self.memory = memory
         self.ttl_config = ttl
         self.index_config = index
-        self._coalescer = Coalescer(self._batch_sync)
+        self._coalescer = Coalescer(lambda ops: (self._batch_sync(ops), None))
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run LangGraph ops as one engram batch (one commit for the writes)."""
@@ -112,7 +112,7 @@ class EngramStore(BaseStore):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Async batch; concurrent calls in one event-loop tick share one engram batch."""
-        return await self._coalescer.submit(list(ops))  # type: ignore[arg-type]
+        return (await self._coalescer.submit(list(ops)))[0]  # type: ignore[arg-type]
 
     def _batch_sync(self, ops: Sequence[Any]) -> list[Result]:
         converted = [_to_engram(op) for op in ops]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -23,20 +24,24 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from pydantic import StringConstraints
 from starlette.concurrency import run_in_threadpool
 
-from engram.embed import Embedder, embedder_from_spec
+from engram.embed import Embedder
 from engram.errors import EngramError, ItemNotFoundError
+from engram.objects import Commit
+from engram.ops.access import LOCAL, LOCAL_TENANT, KeyRing, Principal, authenticate, default_keys_path
+from engram.ops.tenants import MAX_OPEN, TenantPool, store_opener
 from engram.repo import Repository
 from engram.server import schemas as s
-from engram.server.auth import LOCAL, LOCAL_TENANT, KeyRing, Principal, authenticate
 from engram.server.errors import ErrorBody, StrictRoute, error_response, install
-from engram.store import Memory, SearchResults, open_repository, tenant_url
-from engram.store import open as open_store
+from engram.store import Memory, SearchResults, open_repository
+from engram.store.aio import Coalescer, check_put
 from engram.store.connect import cache_status
-from engram.store.ops import NOT_PROVIDED
+from engram.store.ops import NOT_PROVIDED, Op, PutOp
+from engram.store.serialize import change_json, commit_json, details_json, item_json, search_json, version_json
 
 T = TypeVar("T")
-KEYS_FILE = "keys.json"
 MiB = 1 << 20
+#: Most write batchers (tenant, branch, author) kept; an idle one holds nothing and is recreated on demand.
+MAX_COALESCERS = 1024
 
 
 @dataclass
@@ -53,6 +58,10 @@ class ServerConfig:
         require_keys: True/False forces keys on/off; None (default) requires them when the keys file has any.
         redis: a Redis URL caching a PostgreSQL store (see :func:`engram.open`).
         sweep_ttl: delete expired items in the background (every 5 minutes) in every open store.
+        max_tenants: how many tenant stores stay open when idle (least recently used ones are closed).
+        index_delay: seconds after a write when a background thread brings the branch's search index up
+            to date (None: the next search does it).
+        vector_cache: a file of embeddings shared by every tenant store (see :func:`engram.open`).
     """
 
     store: str | None = None
@@ -63,67 +72,75 @@ class ServerConfig:
     require_keys: bool | None = None
     redis: str | None = None
     sweep_ttl: bool = True
+    max_tenants: int = MAX_OPEN
+    index_delay: float | None = 0.2
+    vector_cache: str | None = None
 
     def open_options(self) -> dict[str, Any]:
         """Keyword arguments every store of this server is opened with."""
-        return {} if self.redis is None else {"redis": self.redis}
+        options: dict[str, Any] = {} if self.redis is None else {"redis": self.redis}
+        if self.vector_cache is not None:
+            options["vector_cache"] = self.vector_cache
+        return options
 
     def keys_path(self) -> Path | None:
         """Where the API keys are kept (None: this store has no default place for them)."""
-        if self.keys_file is not None:
-            return Path(self.keys_file)
-        probe = tenant_url(self.store, "x")  # <store dir>/tenants/x/engram.db for file stores
-        return None if probe == ":memory:" or "://" in probe else Path(probe).parents[2] / KEYS_FILE
+        return Path(self.keys_file) if self.keys_file is not None else default_keys_path(self.store)
 
 
 class Tenants:
-    """Each tenant's Memory, opened on first use and kept open (one repository per tenant)."""
+    """The server's tenant stores: a bounded :class:`~engram.ops.tenants.TenantPool` (one repository per tenant)
+    opened with the server's options, one embedder shared by all, and the repository readiness checks probe."""
 
     def __init__(self, config: ServerConfig, local: bool) -> None:
         self.config = config
         self.local = local
-        self._memories: dict[str, Memory] = {}
         self._probe: Repository | None = None
-        self._embedder: Embedder | None = None
         self._lock = threading.Lock()
+        opener = store_opener(config.store, local=local, branch=config.branch, embedder=config.embedder,
+                              **config.open_options())  # fmt: skip
+        self.pool = TenantPool(
+            opener,
+            max_open=config.max_tenants,
+            sweep_minutes=5.0 if config.sweep_ttl else None,
+            index_delay=config.index_delay,
+        )
+        self._coalescers: OrderedDict[tuple[str, str, str], Coalescer] = OrderedDict()
 
-    def url(self, tenant: str) -> str | None:
-        """The store URL of a tenant."""
-        return self.config.store if self.local else tenant_url(self.config.store, tenant)
-
-    def memory(self, tenant: str) -> Memory:
-        """The tenant's Memory (opening its store the first time)."""
+    def coalescer(self, tenant: str, branch: str, author: str) -> Coalescer:
+        """The batcher of plain writes to ``branch`` of ``tenant`` by ``author``: concurrent writes in one
+        event-loop tick become one commit (DESIGN.md §2)."""
+        key = (tenant, branch, author)
         with self._lock:
-            found = self._memories.get(tenant)
+            found = self._coalescers.get(key)
             if found is None:
-                spec = self.config.embedder
-                if isinstance(spec, str) and self._embedder is None:
-                    self._embedder = embedder_from_spec(spec)
-                chosen = self._embedder if isinstance(spec, str) else spec
-                branch = self.config.branch if self.local else "main"
-                found = open_store(
-                    self.url(tenant), branch=branch, author="api", embedder=chosen, **self.config.open_options()
-                )
-                if self.config.sweep_ttl:
-                    found.start_ttl_sweeper()  # expired items are deleted (with a commit), as LangGraph's server does
-                self._memories[tenant] = found
+                found = self._coalescers[key] = Coalescer(lambda ops: self._execute(key, ops))
+                while len(self._coalescers) > MAX_COALESCERS:
+                    self._coalescers.popitem(last=False)  # an idle batcher holds nothing: drop the oldest
+            self._coalescers.move_to_end(key)
             return found
+
+    def _execute(self, key: tuple[str, str, str], ops: list[Op]) -> tuple[list[Any], Commit | None]:
+        tenant, branch, author = key
+        with self.pool.lease(tenant) as memory:
+            outcome = memory.handle(branch, author=author).execute(ops)
+        self.pool.written(tenant, branch)
+        return outcome
 
     def probe(self) -> Repository:
         """The repository readiness checks write to: the served store, or with keys the base store."""
         if self.local:
-            return self.memory(LOCAL_TENANT).repo
+            with self.pool.lease(LOCAL_TENANT) as memory:
+                return memory.repo
         with self._lock:
             if self._probe is None:
-                self._probe = open_repository(self.config.store, **self.config.open_options())
+                self._probe = open_repository(self.config.store, redis=self.config.redis)
             return self._probe
 
     def close(self) -> None:
         """Close every open store."""
+        self.pool.close()
         with self._lock:
-            for memory in self._memories.values():
-                memory.close()
-            self._memories.clear()
             if self._probe is not None:
                 self._probe.chunks.close()
                 self._probe.refs.close()
@@ -156,15 +173,32 @@ class State:
 
 @dataclass
 class Caller:
-    """An authenticated request: who calls, and their tenant's Memory."""
+    """An authenticated request: who calls, their tenant and its Memory (leased for the request)."""
 
     who: Principal
+    tenant: str
     memory: Memory
     branch: str
+    tenants: Tenants
 
     def on(self, branch: str | None = None) -> Memory:
-        """A handle on ``branch`` (default: the server's) that records this caller as author."""
-        return self.memory.handle(branch or self.branch, author=self.who.author)
+        """A handle on ``branch`` (default: the server's) acting as this caller (read-only without write scope)."""
+        return self.who.handle(self.memory, branch or self.branch)
+
+    async def write(self, op: PutOp, branch: str | None = None) -> Commit:
+        """One put (or delete: a put of None), batched with the concurrent plain writes of this tenant, branch
+        and author into one commit, which is returned to each (the head when nothing changed)."""
+        target = branch or self.branch
+        self.on(target).check_writable()
+        batcher = self.tenants.coalescer(self.tenant, target, self.who.author)
+        commit = (await batcher.submit([check_put(op)]))[1]
+        return commit if commit is not None else await run(lambda: self.on(target).head)
+
+    async def commit(self, fn: Callable[[], T], branch: str | None = None) -> T:
+        """A write that makes its own commit (it names an author or message, or is a versioning verb)."""
+        done = await run(fn)
+        self.tenants.pool.written(self.tenant, branch or self.branch)
+        return done
 
 
 _bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer <API key>")
@@ -176,12 +210,16 @@ def _caller(scope: str) -> Callable[..., Any]:
         request: Request,
         bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
         api_key: Annotated[str | None, Depends(_api_key)],
-    ) -> Caller:
+    ) -> AsyncIterator[Caller]:
         state: State = request.app.state.engram
         who = state.authenticate(bearer.credentials if bearer is not None else api_key)
         who.require(scope)
-        memory = await run_in_threadpool(state.tenants.memory, who.tenant)
-        return Caller(who, memory, state.config.branch)
+        pool = state.tenants.pool
+        memory = await run_in_threadpool(pool.acquire, who.tenant)
+        try:
+            yield Caller(who, who.tenant, memory, state.config.branch, state.tenants)
+        finally:
+            pool.release(who.tenant)
 
     return dependency
 
@@ -270,7 +308,7 @@ async def put_item(caller: Write, body: s.PutItem) -> Response:
     """Store or replace an item (one commit). Leaving ``ttl`` out uses the store's default TTL."""
     ns = caller.who.check(body.namespace)
     ttl = body.ttl if "ttl" in body.model_fields_set else NOT_PROVIDED
-    await run(lambda: caller.on().put(ns, body.key, body.value, body.index, ttl=ttl))
+    await caller.write(PutOp(ns, body.key, body.value, body.index, ttl))
     return Response(status_code=204)
 
 
@@ -293,7 +331,7 @@ async def get_item(
 async def delete_item(caller: Write, body: s.DeleteItem) -> Response:
     """Delete an item (one commit; deleting a missing item changes nothing)."""
     ns = caller.who.check(body.namespace)
-    await run(lambda: caller.on().delete(ns, body.key))
+    await caller.write(PutOp(ns, body.key, None))
     return Response(status_code=204)
 
 
@@ -345,7 +383,7 @@ async def v1_get_item(
     """Get an item with its expiry and provenance, on a branch or as of a ref."""
     ns = caller.who.check(_ns(namespace))
     item = await run(lambda: (caller.on(branch).at(at) if at else caller.on(branch)).get(ns, key))
-    found = s.full_item(item)
+    found = item_json(item)
     if found is None:
         raise ItemNotFoundError(f"no item {'.'.join(ns)} / {key}" + (f" at {at}" if at else ""))
     return found
@@ -356,10 +394,13 @@ async def v1_put_item(caller: Write, body: s.WriteItem) -> dict[str, Any]:
     """Store or replace an item as one commit on ``branch``; returns the commit."""
     ns = caller.who.check(body.namespace)
     ttl = body.ttl if "ttl" in body.model_fields_set else NOT_PROVIDED
-    made = await run(lambda: caller.on(body.branch).put(ns, body.key, body.value, body.index, ttl=ttl,
-                                                        author=body.author, sources=body.sources,
-                                                        message=body.message))  # fmt: skip
-    return {"commit": s.commit(made)}
+    if body.author is None and body.message is None:
+        made = await caller.write(PutOp(ns, body.key, body.value, body.index, ttl, tuple(body.sources)), body.branch)
+    else:
+        made = await caller.commit(lambda: caller.on(body.branch).put(
+            ns, body.key, body.value, body.index, ttl=ttl, author=body.author, sources=body.sources,
+            message=body.message), body.branch)  # fmt: skip
+    return {"commit": commit_json(made)}
 
 
 @v1.delete("/items", response_model=None, responses=s.responses(s.CommitResult))
@@ -368,14 +409,17 @@ async def v1_delete_item(
 ) -> dict[str, Any]:
     """Delete an item as one commit on ``branch``; returns the commit (the head when nothing changed)."""
     ns = caller.who.check(_ns(namespace))
-    made = await run(lambda: caller.on(branch).delete(ns, key, message=message))
-    return {"commit": s.commit(made)}
+    if message is None:
+        made = await caller.write(PutOp(ns, key, None), branch)
+    else:
+        made = await caller.commit(lambda: caller.on(branch).delete(ns, key, message=message), branch)
+    return {"commit": commit_json(made)}
 
 
 @v1.post("/search", response_model=None, responses=s.responses(s.SearchV1Out))
 async def v1_search(caller: Read, body: s.SearchV1) -> dict[str, Any]:
     """Search a branch (or the version ``at``); says which mode ran and why it was degraded."""
-    return s.search(await run(_search(caller, body, body.branch)))
+    return search_json(await run(_search(caller, body, body.branch)))
 
 
 @v1.get("/namespaces", response_model=None, responses=s.responses(s.NamespacesOut))
@@ -410,7 +454,7 @@ async def v1_log(
     else:
         scope = caller.who.narrow(_prefix(namespace))
     commits = await run(lambda: caller.on(branch).log(ref, namespace=scope, key=key, limit=limit))
-    return {"commits": [s.commit(c) for c in commits]}
+    return {"commits": [commit_json(c) for c in commits]}
 
 
 @v1.get("/commits/{ref:path}", response_model=None, responses=s.responses(s.ShowOut))
@@ -419,7 +463,7 @@ async def v1_show(
 ) -> dict[str, Any]:
     """One commit and the item changes it made (for a restricted key, only those under its prefix)."""
     details = await run(lambda: caller.on(branch).show(ref))
-    return s.show(details, caller.who.namespace_prefix)
+    return details_json(details, caller.who.namespace_prefix)
 
 
 @v1.get("/diff", response_model=None, responses=s.responses(s.DiffOut))
@@ -429,7 +473,7 @@ async def v1_diff(
     """Items that differ between versions ``old`` and ``new``, optionally under a namespace prefix."""
     scope = caller.who.narrow(_prefix(namespace)) or ()
     changes = await run(lambda: caller.on(branch).diff(old, new, namespace=scope))
-    return {"changes": [s.change(c) for c in changes]}
+    return {"changes": [change_json(c) for c in changes]}
 
 
 @v1.get("/history", response_model=None, responses=s.responses(s.HistoryOut))
@@ -439,7 +483,7 @@ async def v1_history(
     """Every version of one item, newest first, each with the commit that made it (blame)."""
     ns = caller.who.check(_ns(namespace))
     versions = await run(lambda: caller.on(branch).history(ns, key, ref))
-    return {"versions": [s.version(v) for v in versions]}
+    return {"versions": [version_json(v) for v in versions]}
 
 
 @v1.get("/branches", response_model=None, responses=s.responses(s.RefsOut))
@@ -457,7 +501,7 @@ async def v1_create_branch(caller: Write, body: s.CreateRef) -> dict[str, Any]:
         mem.create_branch(body.name, body.at)
         return {"name": body.name, "commit": mem.branches()[body.name]}
 
-    return await run(create)
+    return await caller.commit(create, body.name)
 
 
 @v1.delete("/branches/{name:path}", status_code=204, response_class=Response, responses=s.responses())
@@ -499,16 +543,18 @@ async def v1_delete_tag(caller: Admin, name: str) -> Response:
 async def v1_merge(caller: Write, body: s.Merge) -> dict[str, Any]:
     """Merge ``source`` into ``into`` with a two-parent commit; conflicts the strategy leaves are a 409."""
     caller.who.require_unrestricted("merge")
-    made = await run(lambda: caller.on(body.into).merge(body.source, strategy=body.strategy, message=body.message))
-    return {"commit": s.commit(made)}
+    made = await caller.commit(
+        lambda: caller.on(body.into).merge(body.source, strategy=body.strategy, message=body.message), body.into
+    )
+    return {"commit": commit_json(made)}
 
 
 @v1.post("/revert", response_model=None, responses=s.responses(s.CommitResult))
 async def v1_revert(caller: Write, body: s.Revert) -> dict[str, Any]:
     """Undo what commit ``ref`` changed, with a new commit on ``branch``."""
     caller.who.require_unrestricted("revert")
-    made = await run(lambda: caller.on(body.branch).revert(body.ref, strategy=body.strategy))
-    return {"commit": s.commit(made)}
+    made = await caller.commit(lambda: caller.on(body.branch).revert(body.ref, strategy=body.strategy), body.branch)
+    return {"commit": commit_json(made)}
 
 
 @v1.post("/reset", response_model=None, responses=s.responses(s.ResetOut))
@@ -519,9 +565,9 @@ async def v1_reset(caller: Admin, body: s.Reset) -> dict[str, Any]:
     def reset() -> dict[str, Any]:
         mem = caller.on(body.branch)
         mem.reset(body.ref)
-        return {"branch": mem.branch, "commit": s.commit(mem.head)}
+        return {"branch": mem.branch, "commit": commit_json(mem.head)}
 
-    return await run(reset)
+    return await caller.commit(reset, body.branch)
 
 
 @v1.post("/gc", response_model=None, responses=s.responses(s.GcOut))

@@ -14,20 +14,26 @@ from engram.store.memory import Memory
 from engram.store.ops import NOT_PROVIDED, GetOp, ListNamespacesOp, Mode, Op, PutOp, SearchOp
 from engram.store.ranking import Profile
 
+Outcome = tuple[list[Any], Commit | None]
+
 
 class Coalescer:
-    """Collects the ops submitted during one event-loop tick and runs them as one batch in a thread."""
+    """Collects the ops submitted during one event-loop tick and runs them as one batch in a thread.
 
-    def __init__(self, run: Callable[[list[Op]], list[Any]]) -> None:
+    ``run`` executes a list of ops and returns their results and the commit their writes made (see
+    :meth:`Memory.execute`); every submitter gets its own results and that shared commit.
+    """
+
+    def __init__(self, run: Callable[[list[Op]], Outcome]) -> None:
         self._run = run
-        self._pending: list[tuple[list[Op], asyncio.Future[list[Any]]]] = []
+        self._pending: list[tuple[list[Op], asyncio.Future[Outcome]]] = []
         self._scheduled = False
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def submit(self, ops: Sequence[Op]) -> Awaitable[list[Any]]:
-        """Queue ops for this tick's batch; the awaitable gives their results, in order."""
+    def submit(self, ops: Sequence[Op]) -> Awaitable[Outcome]:
+        """Queue ops for this tick's batch; the awaitable gives their results, in order, and the commit."""
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[list[Any]] = loop.create_future()
+        future: asyncio.Future[Outcome] = loop.create_future()
         self._pending.append((list(ops), future))
         if not self._scheduled:
             self._scheduled = True
@@ -40,10 +46,10 @@ class Coalescer:
         self._tasks.add(task)  # keep a reference until it is done
         task.add_done_callback(self._tasks.discard)
 
-    async def _execute(self, pending: list[tuple[list[Op], asyncio.Future[list[Any]]]]) -> None:
+    async def _execute(self, pending: list[tuple[list[Op], asyncio.Future[Outcome]]]) -> None:
         ops = [op for group, _ in pending for op in group]
         try:
-            results = await asyncio.to_thread(self._run, ops)
+            results, commit = await asyncio.to_thread(self._run, ops)
         except BaseException as exc:  # every caller of this batch sees the failure
             for _, future in pending:
                 if not future.done():
@@ -52,8 +58,20 @@ class Coalescer:
         start = 0
         for group, future in pending:
             if not future.done():
-                future.set_result(results[start : start + len(group)])
+                future.set_result((results[start : start + len(group)], commit))
             start += len(group)
+
+
+def check_put(op: PutOp) -> PutOp:
+    """Validate a put before it joins a shared batch, so one bad write cannot fail the others' commit."""
+    ns, key = _validate.namespace(op.namespace), _validate.key(op.key)
+    if op.value is not None:
+        _validate.value(op.value)
+    if op.ttl is not NOT_PROVIDED and op.ttl is not None:
+        _validate.ttl(op.ttl)
+    if op.index is not None and op.index is not False:
+        _validate.index_fields(op.index)
+    return PutOp(ns, key, op.value, op.index, op.ttl, tuple(op.sources))
 
 
 class AsyncMemory:
@@ -66,16 +84,28 @@ class AsyncMemory:
 
     def __init__(self, memory: Memory) -> None:
         self.memory = memory
-        self._coalescer = Coalescer(memory.batch)
+        self._coalescer = Coalescer(memory.execute)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Any]:
         """Run ops as part of this tick's batch."""
-        return await self._coalescer.submit(list(ops))
+        return (await self._coalescer.submit(list(ops)))[0]
 
     async def aget(self, namespace: Sequence[str], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
         """Async :meth:`Memory.get`."""
         op = GetOp(_validate.namespace(namespace), _validate.key(key), refresh_ttl)
         return (await self.abatch([op]))[0]  # type: ignore[no-any-return]
+
+    async def _write(self, op: PutOp, author: str | None, message: str | None) -> Commit:
+        op = check_put(op)
+        if author is not None or message is not None:  # a commit of its own: it names its author or message
+            if op.value is None:
+                return await asyncio.to_thread(self.memory.delete, op.namespace, op.key, author=author, message=message)
+            return await asyncio.to_thread(
+                self.memory.put, op.namespace, op.key, op.value, op.index, ttl=op.ttl, author=author,
+                sources=op.sources, message=message,
+            )  # fmt: skip
+        commit = (await self._coalescer.submit([op]))[1]
+        return commit if commit is not None else self.memory.head
 
     async def aput(
         self,
@@ -85,17 +115,19 @@ class AsyncMemory:
         index: Literal[False] | Sequence[str] | None = None,
         *,
         ttl: float | None = NOT_PROVIDED,
+        author: str | None = None,
         sources: Sequence[str] = (),
-    ) -> None:
-        """Async :meth:`Memory.put`; concurrent puts in one tick share one commit."""
-        _validate.value(value)
-        await self.abatch(
-            [PutOp(_validate.namespace(namespace), _validate.key(key), value, index, ttl, tuple(sources))]
-        )
+        message: str | None = None,
+    ) -> Commit:
+        """Async :meth:`Memory.put`; concurrent puts in one tick share one commit (returned to each), unless
+        a put names its own ``author`` or ``message``."""
+        return await self._write(PutOp(tuple(namespace), key, value, index, ttl, tuple(sources)), author, message)
 
-    async def adelete(self, namespace: Sequence[str], key: str) -> None:
-        """Async :meth:`Memory.delete`."""
-        await self.abatch([PutOp(_validate.namespace(namespace), _validate.key(key), None)])
+    async def adelete(
+        self, namespace: Sequence[str], key: str, *, author: str | None = None, message: str | None = None
+    ) -> Commit:
+        """Async :meth:`Memory.delete`; concurrent deletes and puts in one tick share one commit."""
+        return await self._write(PutOp(tuple(namespace), key, None), author, message)
 
     async def asearch(
         self,
@@ -137,10 +169,6 @@ class AsyncMemory:
             offset,
         )
         return (await self.abatch([op]))[0]  # type: ignore[no-any-return]
-
-    async def aput_commit(self, namespace: Sequence[str], key: str, value: Mapping[str, Any], **kwargs: Any) -> Commit:
-        """:meth:`Memory.put` in a thread, returning its own commit (no coalescing)."""
-        return await asyncio.to_thread(self.memory.put, namespace, key, value, **kwargs)
 
     def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
         if name.startswith("a") and hasattr(Memory, name[1:]) and callable(getattr(Memory, name[1:])):

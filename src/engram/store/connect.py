@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from engram.backends import ChunkStore, LruChunkStore, MemoryChunkStore, MemoryRefStore, RefStore, open_sqlite
 from engram.embed import Embedder, embedder_from_spec
-from engram.errors import ConfigError
+from engram.errors import ConfigError, RefNotFoundError
 from engram.index.cache import MemoryVectorCache, SqliteVectorCache, VectorCache
 from engram.repo import Repository
 from engram.store.aio import AsyncMemory
@@ -56,6 +57,71 @@ def checkout_path(url: str | None) -> Path | None:
         return None
     path = _sqlite_path(url)
     return path.with_name(path.name + ".HEAD")
+
+
+def checked_out(url: str | None) -> str:
+    """The branch ``check_out`` remembered for the store at ``url``, else ``main``."""
+    path = checkout_path(url)
+    try:
+        return (path.read_text(encoding="utf-8").strip() if path is not None else "") or "main"
+    except OSError:
+        return "main"
+
+
+def check_out(memory: Memory, url: str | None, branch: str) -> None:
+    """Remember ``branch`` as the one later invocations on the store at ``url`` use (a file beside it).
+
+    Raises:
+        RefNotFoundError: no such branch.
+        ConfigError: the store has no local file to remember it in (memory, PostgreSQL).
+    """
+    path = checkout_path(url)
+    if path is None:
+        raise ConfigError("this store keeps no checkout (no local file): name the branch on each call instead")
+    if branch not in memory.branches():
+        raise RefNotFoundError(f"no branch {branch!r}")
+    path.write_text(branch + "\n", encoding="utf-8")
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationReport:
+    """What :func:`migrate` did: the migrations applied (version, description), and whether the database has
+    pgvector (search then runs in PostgreSQL tables; without it, in process)."""
+
+    applied: list[tuple[int, str]]
+    search_in_database: bool
+
+
+def migrate(url: str) -> MigrationReport:
+    """Create or upgrade engram's schema in the PostgreSQL database at ``url`` (safe to run again; concurrent
+    runs wait for each other): the core tables, and the search tables when the server has pgvector."""
+    from engram.backends.postgres import PostgresDatabase
+    from engram.backends.postgres import migrate as run_migrations
+    from engram.store.pgsearch import SEARCH_MIGRATIONS, has_pgvector
+
+    conninfo = split_postgres_url(url)[0]
+    applied = run_migrations(conninfo)
+    db = PostgresDatabase(conninfo)
+    try:
+        search = has_pgvector(db)
+    finally:
+        db.close()
+    if search:
+        applied += run_migrations(conninfo, SEARCH_MIGRATIONS)
+    return MigrationReport([(m.version, m.description) for m in applied], search)
+
+
+def schema_status(url: str) -> dict[str, tuple[int, int]]:
+    """``{"core": (database version, this engram's), "search": (...)}`` for the PostgreSQL database at ``url``
+    (version 0: not created)."""
+    from engram.backends.postgres import MIGRATIONS, schema_version
+    from engram.store.pgsearch import SEARCH_MIGRATIONS
+
+    conninfo = split_postgres_url(url)[0]
+    return {
+        "core": (schema_version(conninfo), MIGRATIONS[-1].version),
+        "search": (schema_version(conninfo, SEARCH_MIGRATIONS), SEARCH_MIGRATIONS[-1].version),
+    }
 
 
 def open_repository(url: str | None = None, *, redis: str | None = None) -> Repository:
@@ -132,6 +198,23 @@ def _open(url: str | None, redis: str | None = None) -> tuple[Repository, Vector
     return repo, cache, snapshots, pg_refs
 
 
+#: One shared vector cache per file, for every store of this process that names it.
+_VECTOR_FILES: dict[str, SqliteVectorCache] = {}
+
+
+def shared_vector_cache(path: str | Path) -> VectorCache:
+    """The vector cache kept in the SQLite file at ``path`` (created if needed), shared by every store of this
+    process that names the same file, and by other processes through the file: a text embedded by one store
+    (or one tenant) is never embedded again by another."""
+    key = str(Path(path).expanduser().resolve())
+    found = _VECTOR_FILES.get(key)
+    if found is None:
+        from engram.backends.sqlite import SqliteDatabase
+
+        found = _VECTOR_FILES.setdefault(key, SqliteVectorCache(SqliteDatabase(key)))
+    return found
+
+
 def _sqlite_path(url: str | None) -> Path:
     if url is None:
         return Path(DEFAULT_DIR) / DB_NAME
@@ -158,6 +241,7 @@ def open(
     ttl: TTLConfig | None = None,
     redis: str | None = None,
     search: Literal["auto", "postgres", "local"] = "auto",
+    vector_cache: str | Path | VectorCache | None = None,
 ) -> Memory:
     """Open a memory store and return a :class:`Memory` handle on ``branch``.
 
@@ -174,12 +258,17 @@ def open(
         search: on PostgreSQL, ``auto`` searches in PostgreSQL tables (pgvector + tsvector) when the
             server has pgvector and in process otherwise; ``postgres`` requires pgvector; ``local``
             always searches in process.
+        vector_cache: where embeddings are cached by (model, text): None keeps them in the store itself;
+            a file path shares one cache between every store that names it (see :func:`shared_vector_cache`);
+            or a :class:`~engram.index.cache.VectorCache`.
 
     Examples:
         >>> mem = engram.open(":memory:", embedder="hashing")
         >>> mem.put(("users", "alice"), "prefs", {"theme": "dark"})
     """
     repo, cache, snapshots, pg_refs = _open(url, redis)
+    if vector_cache is not None:
+        cache = shared_vector_cache(vector_cache) if isinstance(vector_cache, str | Path) else vector_cache
     chosen = embedder_from_spec(embedder) if isinstance(embedder, str) else embedder
     pool = IndexPool(repo, embedder=chosen, fields=index_fields, cache=cache, snapshots=snapshots)
     if pg_refs is not None and search != "local":
@@ -200,9 +289,15 @@ async def aopen(
     author: str = "engram",
     embedder: Embedder | str | None = "minilm",
     index_fields: Sequence[str] = ("$",),
+    ttl: TTLConfig | None = None,
+    redis: str | None = None,
+    search: Literal["auto", "postgres", "local"] = "auto",
+    vector_cache: str | Path | VectorCache | None = None,
 ) -> AsyncMemory:
-    """Async :func:`open`: an :class:`AsyncMemory` whose concurrent calls coalesce into one commit per tick."""
+    """Async :func:`open` (same options): an :class:`AsyncMemory` whose concurrent calls coalesce into one
+    commit per event-loop tick."""
     memory = await asyncio.to_thread(
-        open, url, branch=branch, author=author, embedder=embedder, index_fields=index_fields
-    )
+        open, url, branch=branch, author=author, embedder=embedder, index_fields=index_fields, ttl=ttl, redis=redis,
+        search=search, vector_cache=vector_cache,
+    )  # fmt: skip
     return AsyncMemory(memory)

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from engram import codec
 from engram.backends.base import now_ms
+from engram.errors import InvalidInputError
 from engram.hashing import ChunkId
 from engram.index.docs import DocIndex
 from engram.objects import Commit, Record, decode_record, encode_record
@@ -24,7 +25,7 @@ from engram.store.ops import NOT_PROVIDED, GetOp, ListNamespacesOp, Mode, Op, Pu
 from engram.store.ranking import Profile
 from engram.store.reader import Reader
 from engram.store.search import Overlay
-from engram.store.versioning import Ref, Versioned
+from engram.store.versioning import Ref, Versioned, item_conflicts
 from engram.tree import get
 
 MINUTE_MS = 60_000
@@ -72,8 +73,13 @@ class Memory(Reader, Versioned):
         author: str = "engram",
         pool: IndexPool | None = None,
         ttl: TTLConfig | None = None,
+        read_only: bool = False,
     ) -> None:
         self.repo = repo
+        #: A read-only handle never writes: writes raise :class:`ReadOnlyError` and reads refresh no TTL.
+        self.read_only = read_only
+        #: Threads inside ``with self.transaction()``: a plain write there would silently be its own commit.
+        self._in_transaction: set[int] = set()
         self.author = author
         repo.head(branch)
         self._branch = branch
@@ -99,6 +105,15 @@ class Memory(Reader, Versioned):
     def _search_index(self) -> tuple[DocIndex, Overlay | None]:
         return self.pool.head(self._branch, self._root()), None
 
+    def update_index(self) -> None:
+        """Bring this branch's search index up to date with its head now, embedding what changed, so the next
+        search does not pay for it (a server does this in the background after writes; the CLI's import
+        does it before returning). Cheap when nothing changed."""
+        root = self._root()
+        if self.pool.sql is not None and self.pool.sql.ensure(self._branch, root):
+            return
+        self.pool.head(self._branch, root)
+
     def reindex(self, progress: Callable[[int], None] | None = None) -> int:
         """Rebuild this branch's search index from scratch, re-embedding what the vector cache lacks
         (e.g. after a model change); ``progress`` gets the number of items done since its last call.
@@ -107,10 +122,16 @@ class Memory(Reader, Versioned):
             return self.pool.sql.rebuild(self._branch, self._root(), progress)
         return len(self.pool.rebuild(self._branch, self._root(), progress))
 
-    def handle(self, branch: str | None = None, *, author: str | None = None) -> Memory:
-        """Another handle on the same store (sharing its indexes), e.g. on another branch."""
+    def handle(self, branch: str | None = None, *, author: str | None = None, read_only: bool | None = None) -> Memory:
+        """Another handle on the same store (sharing its indexes), e.g. on another branch, as another author,
+        or read-only (``read_only=None`` keeps this handle's setting)."""
         return Memory(
-            self.repo, branch=branch or self._branch, author=author or self.author, pool=self.pool, ttl=self.ttl_config
+            self.repo,
+            branch=branch or self._branch,
+            author=author or self.author,
+            pool=self.pool,
+            ttl=self.ttl_config,
+            read_only=self.read_only if read_only is None else read_only,
         )
 
     def close(self) -> None:
@@ -193,6 +214,12 @@ class Memory(Reader, Versioned):
         Reads see the state before the batch; writes are de-duplicated by (namespace, key), the last
         one winning, and committed together as one commit (with any TTL refreshes the reads caused).
         """
+        return self.execute(ops, author=author, message=message)[0]
+
+    def execute(
+        self, ops: Iterable[Op], *, author: str | None = None, message: str | None = None
+    ) -> tuple[list[Any], Commit | None]:
+        """:meth:`batch`, also returning the commit its writes made (None when it wrote nothing)."""
         ops = list(ops)
         root = self._root()
         snapshot = _Snapshot(self, root)
@@ -227,16 +254,21 @@ class Memory(Reader, Versioned):
                     prefix=op.prefix, suffix=op.suffix, max_depth=op.max_depth, limit=op.limit, offset=op.offset
                 )
             else:
-                raise _validate.InvalidInputError(f"unknown operation {op!r}")
+                raise InvalidInputError(f"unknown operation {op!r}")
+        if writes:
+            self.check_writable()
+            self._outside_transaction()
         edits = self._refresh_edits(touched, now)
         if writes:
             edits.update(self._put_edits(root, writes, author or self.author, now))
-        if edits:
-            text = message or _describe(writes) or "ttl: refresh on read"
-            self.repo.commit_edits(self._branch, edits, author=author or self.author, message=text)
-        return results
+        if not edits:
+            return results, None
+        text = message or _describe(writes) or "ttl: refresh on read"
+        return results, self.repo.commit_edits(self._branch, edits, author=author or self.author, message=text)
 
     def _write(self, ops: list[PutOp], author: str | None, message: str | None) -> Commit:
+        self.check_writable()
+        self._outside_transaction()
         who = author or self.author
         writes = {codec.encode_key(_validate.namespace(op.namespace), _validate.key(op.key)): op for op in ops}
         for op in ops:
@@ -278,6 +310,8 @@ class Memory(Reader, Versioned):
     # -------------------------------------------------------------------- TTL
 
     def _refreshes(self, asked: bool | None) -> bool:
+        if self.read_only:
+            return False
         return asked if asked is not None else self.ttl_config.get("refresh_on_read", True)
 
     def _refresh_edits(self, touched: Mapping[bytes, Record], now: int) -> dict[bytes, bytes | None]:
@@ -333,10 +367,18 @@ class Memory(Reader, Versioned):
 
     # ----------------------------------------------------------- transactions
 
+    def _outside_transaction(self) -> None:
+        if threading.get_ident() in self._in_transaction:
+            raise InvalidInputError(
+                "this handle has a transaction open in this thread: write through it (tx.put, tx.delete) so the "
+                "write joins its commit, or use another handle (mem.handle()) for a separate commit"
+            )
+
     def transaction(
         self, message: str = "transaction", *, author: str | None = None, metadata: dict[str, Any] | None = None
     ) -> Transaction:
         """Group writes into one commit: ``with mem.transaction("import") as tx: tx.put(...)``."""
+        self.check_writable()
         return Transaction(self, message, author or self.author, metadata)
 
 
@@ -399,16 +441,22 @@ class Transaction:
         return None if data is None else Item.from_record(ns, k, decode_record(data))
 
     def __enter__(self) -> Transaction:
+        self.memory._in_transaction.add(threading.get_ident())
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.memory._in_transaction.discard(threading.get_ident())
         if kind is None and self.edits:
-            self.commit = self.memory.repo.commit_edits(
-                self.memory.branch,
-                self.edits,
-                author=self.author,
-                message=self.message,
-                metadata=self.metadata,
-                base=self.base.id,
-                strict=True,
-            )
+            with item_conflicts():
+                self.commit = self._commit()
+
+    def _commit(self) -> Commit:
+        return self.memory.repo.commit_edits(
+            self.memory.branch,
+            self.edits,
+            author=self.author,
+            message=self.message,
+            metadata=self.metadata,
+            base=self.base.id,
+            strict=True,
+        )

@@ -7,12 +7,13 @@ current branch (``_branch``). Each verb is one call into :mod:`engram.repo`, tra
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from engram import codec
 from engram.backends.base import now_ms
-from engram.errors import ConflictError, InvalidInputError
+from engram.errors import ConflictError, InvalidInputError, MergeConflictError, ReadOnlyError
 from engram.objects import Commit, Record, decode_record, encode_record
 from engram.repo import FsckReport, GcReport, Repository
 from engram.store import _validate
@@ -34,6 +35,13 @@ class Versioned:
     author: str
     pool: IndexPool
     _branch: str
+
+    def check_writable(self) -> None:
+        """Raise :class:`ReadOnlyError` when this handle may not write (see ``Memory.read_only``)."""
+        if getattr(self, "read_only", False):
+            raise ReadOnlyError(
+                "this handle is read-only (e.g. an API key without the write scope): nothing was written"
+            )
 
     def resolve(self, ref: Ref = "HEAD") -> Commit:
         """The commit a ref expression names (``HEAD`` is this handle's branch head)."""
@@ -112,10 +120,12 @@ class Versioned:
 
     def create_branch(self, name: str, at: Ref = "HEAD") -> None:
         """Create a branch at a version (this handle stays on its branch; use :meth:`checkout`)."""
+        self.check_writable()
         self.repo.create_branch(name, self.repo.resolve(at, self._branch), self.author)
 
     def delete_branch(self, name: str) -> None:
         """Delete a branch."""
+        self.check_writable()
         if name == self._branch:
             raise ConflictError(f"cannot delete {name!r}: this handle has it checked out; checkout another first")
         self.repo.delete_branch(name, self.author)
@@ -126,10 +136,12 @@ class Versioned:
 
     def tag(self, name: str, at: Ref = "HEAD") -> None:
         """Name a version, e.g. ``mem.tag("checkpoint")``."""
+        self.check_writable()
         self.repo.tag(name, self.repo.resolve(at, self._branch), self.author)
 
     def delete_tag(self, name: str) -> None:
         """Delete a tag."""
+        self.check_writable()
         self.repo.delete_tag(name, self.author)
 
     def merge(
@@ -142,20 +154,27 @@ class Versioned:
         (later ``updated_at``; a modification beats a deletion), or a function of an
         :class:`ItemConflict` returning the Item to keep, a new value dict, or None to delete.
         """
+        self.check_writable()
         source_id = self.repo.resolve(source, self._branch)
         text = message or f"merge {source if isinstance(source, str) else source_id.hex()[:10]} into {self._branch}"
         who = author or self.author
-        commit, _ = self.repo.merge(source_id, self._branch, resolve=_resolver(strategy, who), author=who, message=text)
+        with item_conflicts():
+            commit, _ = self.repo.merge(
+                source_id, self._branch, resolve=_resolver(strategy, who), author=who, message=text
+            )
         return commit
 
     def revert(self, ref: Ref, *, strategy: Strategy = "fail", author: str | None = None) -> Commit:
         """Undo what one commit changed, with a new commit on this branch (by ``author``, default the handle's)."""
+        self.check_writable()
         target = self.repo.resolve(ref, self._branch)
         who = author or self.author
-        return self.repo.revert(target, self._branch, resolve=_resolver(strategy, who), author=who)
+        with item_conflicts():
+            return self.repo.revert(target, self._branch, resolve=_resolver(strategy, who), author=who)
 
     def reset(self, ref: Ref) -> None:
         """Move this branch to a version (the old head stays reachable through the reflog)."""
+        self.check_writable()
         self.repo.reset(self._branch, self.repo.resolve(ref, self._branch), self.author)
 
     def gc(
@@ -170,6 +189,7 @@ class Versioned:
         Chunks written within ``grace`` are kept (a concurrent writer may not have moved its branch yet).
         ``progress`` is called with the number of chunks deleted since its last call.
         """
+        self.check_writable()
         keep = None if keep_reflog is None else int(keep_reflog.total_seconds() * 1000)
         return self.repo.gc(keep, progress, grace_ms=int(grace.total_seconds() * 1000))
 
@@ -184,6 +204,26 @@ def _item(raw: bytes, data: bytes | None) -> Item | None:
         return None
     ns, key = codec.decode_key(raw)
     return Item.from_record(ns, key, decode_record(data))
+
+
+def item_conflict(conflict: Conflict) -> ItemConflict:
+    """A tree-level conflict (encoded key, record bytes) as the memory API's item-level conflict."""
+    ns, key = codec.decode_key(conflict.key)
+    sides = (_item(conflict.key, data) for data in (conflict.base, conflict.ours, conflict.theirs))
+    return ItemConflict(ns, key, *sides)
+
+
+@contextmanager
+def item_conflicts() -> Iterator[None]:
+    """Re-raise a :class:`MergeConflictError` from the repository with item-level conflicts: the one place
+    where conflicts are decoded, so every door renders :class:`ItemConflict` only."""
+    try:
+        yield
+    except MergeConflictError as exc:
+        if any(isinstance(c, Conflict) for c in exc.conflicts):
+            converted = [item_conflict(c) if isinstance(c, Conflict) else c for c in exc.conflicts]
+            raise MergeConflictError(str(exc), converted) from None
+        raise
 
 
 def _item_change(change: Change) -> ItemChange:
@@ -215,9 +255,9 @@ def _newest(conflict: Conflict) -> bytes | None:
 
 def _custom(decide: Callable[[ItemConflict], Item | dict[str, Any] | None], author: str) -> Resolver:
     def resolve(conflict: Conflict) -> bytes | None:
-        ns, key = codec.decode_key(conflict.key)
-        sides = [_item(conflict.key, data) for data in (conflict.base, conflict.ours, conflict.theirs)]
-        chosen = decide(ItemConflict(ns, key, *sides))
+        found = item_conflict(conflict)
+        sides = [found.base, found.ours, found.theirs]
+        chosen = decide(found)
         if chosen is None:
             return None
         for item, data in zip(sides, (conflict.base, conflict.ours, conflict.theirs), strict=True):

@@ -15,12 +15,10 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from engram.cli import _friendly, err, out
+from engram.cli._common import err, friendly, loopback_only, out, vector_cache_of
 from engram.errors import ConfigError
+from engram.ops.access import SCOPES, KeyRing
 from engram.server.app import MiB, ServerConfig, create_app
-from engram.server.auth import SCOPES, KeyRing
-
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 _keys_file = click.option(
     "--keys-file",
@@ -39,6 +37,7 @@ def _config(ctx: click.Context, keys_file: Path | None, max_body: int = MiB) -> 
         max_body=max_body,
         branch=opts.get("branch") or "main",
         redis=opts.get("redis"),
+        vector_cache=vector_cache_of(ctx),
     )
 
 
@@ -50,7 +49,7 @@ def _config(ctx: click.Context, keys_file: Path | None, max_body: int = MiB) -> 
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["critical", "error", "warning", "info", "debug"]))  # fmt: skip
 @click.pass_context
-@_friendly
+@friendly
 def serve(ctx: click.Context, host: str, port: int, keys_file: Path | None, max_body: int, log_level: str) -> None:
     """Serve the HTTP API: LangGraph's store routes, /v1 versioning routes, docs at /docs."""
     import uvicorn
@@ -59,13 +58,8 @@ def serve(ctx: click.Context, host: str, port: int, keys_file: Path | None, max_
     app = create_app(config)
     app.state.engram.tenants.probe()  # open the store now: a bad --store fails here, with one line
     local: bool = app.state.engram.local
-    if local and host not in LOOPBACK:
-        err.print(
-            f"[yellow]warning:[/yellow] no API keys configured, so engram binds to 127.0.0.1 only (not "
-            f"{escape(host)}); create one with `engram keys create --tenant NAME --scope read --scope write`",
-            soft_wrap=True,
-        )
-        host = "127.0.0.1"
+    if local:
+        host = loopback_only(host)
     shown = f"[{host}]" if ":" in host else host
     access = "no API keys: local access only, every scope" if local else f"API keys from {config.keys_path()}"
     out.print(
@@ -99,7 +93,7 @@ def keys(ctx: click.Context, keys_file: Path | None) -> None:
 @click.option("--namespace-prefix", default="", help="Restrict the key to namespaces under a/b.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (with the key).")
 @click.pass_context
-@_friendly
+@friendly
 def create(ctx: click.Context, tenant: str, scopes: tuple[str, ...], namespace_prefix: str, as_json: bool) -> None:
     """Create an API key and print it once (it cannot be shown again)."""
     ring = _ring(ctx)
@@ -121,7 +115,7 @@ def _public(entry: dict[str, Any]) -> dict[str, Any]:
 @keys.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-@_friendly
+@friendly
 def list_keys(ctx: click.Context, as_json: bool) -> None:
     """List API keys (ids, tenants, scopes; never secrets)."""
     found = _ring(ctx).keys()
@@ -138,7 +132,7 @@ def list_keys(ctx: click.Context, as_json: bool) -> None:
 @keys.command("revoke")
 @click.argument("key_id")
 @click.pass_context
-@_friendly
+@friendly
 def revoke(ctx: click.Context, key_id: str) -> None:
     """Revoke the API key KEY_ID (a running server stops accepting it at once)."""
     if not _ring(ctx).revoke(key_id):

@@ -6,69 +6,32 @@ mistake prints one line to stderr and exits 1; it never shows a traceback.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import importlib
 import json
-import os
 import sys
-from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, TypeVar
+from datetime import timedelta
+from typing import ClassVar
 
 import click
-from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 
-from engram.errors import EngramError
-from engram.objects import Commit
-from engram.store import Item, Memory
-from engram.store import open as open_store
-from engram.store.connect import POSTGRES_SCHEMES, checkout_path, split_postgres_url
+from engram.cli._common import (
+    commit_dict,
+    counter,
+    default_vector_cache,
+    emit,
+    err,
+    friendly,
+    out,
+    parse_ns,
+    store_of,
+    store_url,
+    when,
+    with_provenance,
+)
+from engram.store.connect import POSTGRES_SCHEMES, check_out, checkout_path, schema_status
+from engram.store.connect import migrate as run_migrations
 from engram.store.transfer import export_items, import_items
-
-F = TypeVar("F", bound=Callable[..., Any])
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
-
-
-def _url(ctx: click.Context) -> str | None:
-    found: str | None = ctx.find_root().params.get("store") or os.environ.get("ENGRAM_STORE")
-    return found
-
-
-def _checked_out(url: str | None) -> str:
-    """The branch ``engram checkout`` chose for this store, else ``main``."""
-    path = checkout_path(url)
-    try:
-        return (path.read_text().strip() if path is not None else "") or "main"
-    except OSError:
-        return "main"
-
-
-def _store(ctx: click.Context) -> Memory:
-    opts = ctx.find_root().params
-    if "memory" not in ctx.obj:
-        url = _url(ctx)
-        branch = opts.get("branch") or _checked_out(url)
-        ctx.obj["memory"] = open_store(url, branch=branch, embedder=opts.get("embedder"), redis=opts.get("redis"))
-    memory: Memory = ctx.obj["memory"]
-    return memory
-
-
-def _friendly(fn: F) -> F:
-    """Turn engram's errors (user mistakes) into one red line and exit status 1."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except (EngramError, NotImplementedError) as exc:
-            err.print(f"[red]error:[/red] {exc}")
-            sys.exit(1)
-
-    return wrapper  # type: ignore[return-value]
-
 
 _strategy = click.option(
     "--strategy",
@@ -79,44 +42,13 @@ _strategy = click.option(
 )
 
 
-def _ns(text: str) -> tuple[str, ...]:
-    return tuple(part for part in text.split("/") if part) if text else ()
-
-
-def _when(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-@contextlib.contextmanager
-def _counter(what: str) -> Iterator[Callable[[int], None]]:
-    """A live count on stderr for work whose total is not known in advance (gc, fsck)."""
-    columns = (SpinnerColumn(), TextColumn(what), TextColumn("{task.completed:,.0f}"), TimeElapsedColumn())
-    with Progress(*columns, console=err, transient=True) as progress:
-        task = progress.add_task(what, total=None)
-        yield lambda n: progress.advance(task, n)
-
-
-def _emit(data: Any) -> None:
-    out.print_json(json.dumps(data, default=str))
-
-
-def _with_provenance(item: Item) -> dict[str, Any]:
-    """An item's LangGraph dict plus who wrote it and from which sources."""
-    return {**item.dict(), "author": item.author, "sources": list(item.sources)}
-
-
-def _commit_dict(c: Commit) -> dict[str, Any]:
-    return {"id": c.id.hex(), "parents": [p.hex() for p in c.parents], "time": _when(c.time), "author": c.author,
-            "message": c.message}  # fmt: skip
-
-
 class _LazyGroup(click.Group):
     """A group whose heavier commands (server, MCP) are imported only when invoked or listed."""
 
     LAZY: ClassVar[dict[str, tuple[str, str]]] = {
-        "serve": ("engram.server.command:serve", "Serve the HTTP API (loopback only until API keys exist)."),
-        "keys": ("engram.server.command:keys", "Create, list and revoke API keys for `engram serve`."),
-        "mcp": ("engram.mcp:command", "Serve the store to MCP clients over stdio or streamable HTTP."),
+        "serve": ("engram.cli.serve:serve", "Serve the HTTP API (loopback only until API keys exist)."),
+        "keys": ("engram.cli.serve:keys", "Create, list and revoke API keys for `engram serve`."),
+        "mcp": ("engram.cli.mcp:command", "Serve the store to MCP clients over stdio or streamable HTTP."),
     }
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -154,8 +86,17 @@ class _LazyGroup(click.Group):
 )
 @click.option("--embedder", default="minilm", show_default=True, help="minilm, hashing, or openai:<model>@<base url>.")
 @click.option("--redis", envvar="ENGRAM_REDIS_URL", help="Redis URL caching a PostgreSQL store (redis://host:6379/0).")
+@click.option(
+    "--vector-cache",
+    envvar="ENGRAM_VECTOR_CACHE",
+    default=default_vector_cache,
+    show_default="~/.cache/engram/vectors.db",
+    help="File of embeddings shared by every store (a text is embedded once); 'none': in each store.",
+)
 @click.pass_context
-def cli(ctx: click.Context, store: str | None, branch: str | None, embedder: str, redis: str | None) -> None:
+def cli(
+    ctx: click.Context, store: str | None, branch: str | None, embedder: str, redis: str | None, vector_cache: str
+) -> None:
     """engram: versioned, searchable memory for AI agents.
 
     \b
@@ -171,10 +112,10 @@ def cli(ctx: click.Context, store: str | None, branch: str | None, embedder: str
 
 @cli.command()
 @click.pass_context
-@_friendly
+@friendly
 def init(ctx: click.Context) -> None:
     """Create the store (if needed) and show its branches."""
-    mem = _store(ctx)
+    mem = store_of(ctx)
     out.print(f"store ready on branch [bold]{mem.branch}[/bold]; branches: {', '.join(mem.branches())}")
 
 
@@ -185,14 +126,14 @@ def init(ctx: click.Context) -> None:
 @click.option("--author", help="Who writes this (default: engram).")
 @click.option("--message", "-m", help="Commit message.")
 @click.pass_context
-@_friendly
+@friendly
 def put(ctx: click.Context, namespace: str, key: str, value: str, author: str | None, message: str | None) -> None:
     """Store VALUE (a JSON object) at NAMESPACE (a/b/c) and KEY, as one commit."""
     try:
         parsed = json.loads(value)
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"VALUE is not JSON: {exc}") from None
-    commit = _store(ctx).put(_ns(namespace), key, parsed, author=author, message=message)
+    commit = store_of(ctx).put(parse_ns(namespace), key, parsed, author=author, message=message)
     out.print(f"[green]{commit.short_id}[/green] {commit.message}")
 
 
@@ -202,25 +143,25 @@ def put(ctx: click.Context, namespace: str, key: str, value: str, author: str | 
 @click.option("--at", "at", help="Read as of a ref: branch, tag, commit, HEAD~n, main@{time}.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-@_friendly
+@friendly
 def get(ctx: click.Context, namespace: str, key: str, at: str | None, as_json: bool) -> None:
     """Print the item at NAMESPACE and KEY."""
-    mem = _store(ctx)
-    item = (mem.at(at) if at else mem).get(_ns(namespace), key)
+    mem = store_of(ctx)
+    item = (mem.at(at) if at else mem).get(parse_ns(namespace), key)
     if item is None:
         err.print(f"[red]error:[/red] no item {namespace}/{key}" + (f" at {at}" if at else ""))
         sys.exit(1)
-    _emit(_with_provenance(item) if as_json else item.value)
+    emit(with_provenance(item) if as_json else item.value)
 
 
 @cli.command()
 @click.argument("namespace")
 @click.argument("key")
 @click.pass_context
-@_friendly
+@friendly
 def rm(ctx: click.Context, namespace: str, key: str) -> None:
     """Delete the item at NAMESPACE and KEY, as one commit."""
-    commit = _store(ctx).delete(_ns(namespace), key)
+    commit = store_of(ctx).delete(parse_ns(namespace), key)
     out.print(f"[green]{commit.short_id}[/green] {commit.message}")
 
 
@@ -235,17 +176,17 @@ def rm(ctx: click.Context, namespace: str, key: str) -> None:
 @click.option("--at", "at", help="Search the memory as of a ref.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-@_friendly
+@friendly
 def search(ctx: click.Context, namespace: str, query: str | None, filter_: str | None, limit: int, mode: str | None,
            profile: str, explain: bool, at: str | None, as_json: bool) -> None:  # fmt: skip
     """Search under NAMESPACE for QUERY (without QUERY: list newest first)."""
     spec = json.loads(filter_) if filter_ else None
-    mem = _store(ctx)
+    mem = store_of(ctx)
     reader = mem.at(at) if at else mem
-    results = reader.search(_ns(namespace), query, filter=spec, limit=limit, mode=mode, profile=profile,  # type: ignore[arg-type]
+    results = reader.search(parse_ns(namespace), query, filter=spec, limit=limit, mode=mode, profile=profile,  # type: ignore[arg-type]
                             explain=explain)  # fmt: skip
     if as_json:
-        _emit({"mode": results.mode, "degraded": results.degraded, "items": [_with_provenance(r) for r in results]})
+        emit({"mode": results.mode, "degraded": results.degraded, "items": [with_provenance(r) for r in results]})
         return
     if results.degraded:
         err.print(f"[yellow]note:[/yellow] {results.degraded}")
@@ -262,13 +203,15 @@ def search(ctx: click.Context, namespace: str, query: str | None, filter_: str |
 @click.option("--at", "at", help="As of a ref.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-@_friendly
+@friendly
 def ls(ctx: click.Context, prefix: str, max_depth: int | None, at: str | None, as_json: bool) -> None:
     """List namespaces that hold items."""
-    mem = _store(ctx)
-    found = (mem.at(at) if at else mem).list_namespaces(prefix=_ns(prefix) or None, max_depth=max_depth, limit=10_000)
+    mem = store_of(ctx)
+    found = (mem.at(at) if at else mem).list_namespaces(
+        prefix=parse_ns(prefix) or None, max_depth=max_depth, limit=10_000
+    )
     if as_json:
-        _emit([list(ns) for ns in found])
+        emit([list(ns) for ns in found])
         return
     for ns in found:
         out.print("/".join(ns))
@@ -280,17 +223,17 @@ def ls(ctx: click.Context, prefix: str, max_depth: int | None, at: str | None, a
 @click.option("--limit", "-n", type=int, default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-@_friendly
+@friendly
 def log(ctx: click.Context, ref: str, namespace: str | None, limit: int, as_json: bool) -> None:
     """Show commits reachable from REF, newest first (like git log --oneline --graph)."""
-    commits = _store(ctx).log(ref, namespace=_ns(namespace) if namespace else None, limit=limit)
+    commits = store_of(ctx).log(ref, namespace=parse_ns(namespace) if namespace else None, limit=limit)
     if as_json:
-        _emit([_commit_dict(c) for c in commits])
+        emit([commit_dict(c) for c in commits])
         return
     width = max((len(c.author) for c in commits), default=0)
     for c in commits:
         mark = "M" if len(c.parents) > 1 else "*"
-        out.print(f"{mark} [yellow]{c.short_id}[/yellow] [dim]{_when(c.time)}[/dim] {c.author:<{width}}  {c.message}")
+        out.print(f"{mark} [yellow]{c.short_id}[/yellow] [dim]{when(c.time)}[/dim] {c.author:<{width}}  {c.message}")
 
 
 @cli.command()
@@ -299,17 +242,17 @@ def log(ctx: click.Context, ref: str, namespace: str | None, limit: int, as_json
 @click.option("--namespace", default="", help="Only items under a/b.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-@_friendly
+@friendly
 def diff(ctx: click.Context, old: str, new: str, namespace: str, as_json: bool) -> None:
     """Show items that differ between versions OLD and NEW (like git diff --stat)."""
-    changes = _store(ctx).diff(old, new, namespace=_ns(namespace))
+    changes = store_of(ctx).diff(old, new, namespace=parse_ns(namespace))
     if as_json:
         rows = [
             {"namespace": list(c.namespace), "key": c.key, "kind": c.kind,
              "old": c.old.value if c.old else None, "new": c.new.value if c.new else None}
             for c in changes
         ]  # fmt: skip
-        _emit(rows)
+        emit(rows)
         return
     signs = {"added": "[green]+[/green]", "removed": "[red]-[/red]", "modified": "[yellow]~[/yellow]"}
     for c in changes:
@@ -323,16 +266,16 @@ def diff(ctx: click.Context, old: str, new: str, namespace: str, as_json: bool) 
 @click.argument("ref", default="HEAD")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-@_friendly
+@friendly
 def show(ctx: click.Context, ref: str, as_json: bool) -> None:
     """Show one commit and the items it changed."""
-    details = _store(ctx).show(ref)
+    details = store_of(ctx).show(ref)
     if as_json:
-        _emit({**_commit_dict(details.commit), "changes": [
+        emit({**commit_dict(details.commit), "changes": [
             {"namespace": list(c.namespace), "key": c.key, "kind": c.kind} for c in details.changes]})  # fmt: skip
         return
     c = details.commit
-    out.print(f"[yellow]commit {c.id.hex()}[/yellow]\nauthor {c.author}\ndate   {_when(c.time)}\n\n    {c.message}\n")
+    out.print(f"[yellow]commit {c.id.hex()}[/yellow]\nauthor {c.author}\ndate   {when(c.time)}\n\n    {c.message}\n")
     for change in details.changes:
         out.print(f" {change.kind:<8} {'/'.join(change.namespace)}/{change.key}")
 
@@ -342,16 +285,16 @@ def show(ctx: click.Context, ref: str, as_json: bool) -> None:
 @click.argument("key")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-@_friendly
+@friendly
 def history(ctx: click.Context, namespace: str, key: str, as_json: bool) -> None:
     """Every version of one item with the commit that made it (blame)."""
-    versions = _store(ctx).history(_ns(namespace), key)
+    versions = store_of(ctx).history(parse_ns(namespace), key)
     if as_json:
-        _emit([{**_commit_dict(v.commit), "value": v.item.value if v.item else None} for v in versions])
+        emit([{**commit_dict(v.commit), "value": v.item.value if v.item else None} for v in versions])
         return
     for v in versions:
         shown = json.dumps(v.item.value) if v.item else "[red](deleted)[/red]"
-        out.print(f"[yellow]{v.commit.short_id}[/yellow] [dim]{_when(v.commit.time)}[/dim] {v.commit.author}: {shown}")
+        out.print(f"[yellow]{v.commit.short_id}[/yellow] [dim]{when(v.commit.time)}[/dim] {v.commit.author}: {shown}")
 
 
 @cli.command()
@@ -359,10 +302,10 @@ def history(ctx: click.Context, namespace: str, key: str, as_json: bool) -> None
 @click.option("--at", "at", default="HEAD", show_default=True, help="Where a new branch starts.")
 @click.option("--delete", "-d", is_flag=True, help="Delete branch NAME.")
 @click.pass_context
-@_friendly
+@friendly
 def branch(ctx: click.Context, name: str | None, at: str, delete: bool) -> None:
     """List branches, create branch NAME at a ref, or delete it (-d)."""
-    mem = _store(ctx)
+    mem = store_of(ctx)
     if name is None:
         for b, cid in mem.branches().items():
             out.print(f"{'*' if b == mem.branch else ' '} {b} [yellow]{cid[:10]}[/yellow]")
@@ -378,10 +321,10 @@ def branch(ctx: click.Context, name: str | None, at: str, delete: bool) -> None:
 @click.argument("name", required=False)
 @click.option("--at", "at", default="HEAD", show_default=True, help="The version to name.")
 @click.pass_context
-@_friendly
+@friendly
 def tag(ctx: click.Context, name: str | None, at: str) -> None:
     """List tags, or name the version --at (default HEAD) NAME."""
-    mem = _store(ctx)
+    mem = store_of(ctx)
     if name is None:
         for t, cid in mem.tags().items():
             out.print(f"{t} [yellow]{cid[:10]}[/yellow]")
@@ -394,10 +337,10 @@ def tag(ctx: click.Context, name: str | None, at: str) -> None:
 @click.argument("source")
 @_strategy
 @click.pass_context
-@_friendly
+@friendly
 def merge(ctx: click.Context, source: str, strategy: str) -> None:
     """Merge branch or version SOURCE into --branch with a two-parent commit."""
-    commit = _store(ctx).merge(source, strategy=strategy)  # type: ignore[arg-type]
+    commit = store_of(ctx).merge(source, strategy=strategy)  # type: ignore[arg-type]
     out.print(f"[green]{commit.short_id}[/green] {commit.message}")
 
 
@@ -405,20 +348,20 @@ def merge(ctx: click.Context, source: str, strategy: str) -> None:
 @click.argument("ref")
 @_strategy
 @click.pass_context
-@_friendly
+@friendly
 def revert(ctx: click.Context, ref: str, strategy: str) -> None:
     """Undo what commit REF changed, with a new commit."""
-    commit = _store(ctx).revert(ref, strategy=strategy)  # type: ignore[arg-type]
+    commit = store_of(ctx).revert(ref, strategy=strategy)  # type: ignore[arg-type]
     out.print(f"[green]{commit.short_id}[/green] {commit.message}")
 
 
 @cli.command()
 @click.argument("ref")
 @click.pass_context
-@_friendly
+@friendly
 def reset(ctx: click.Context, ref: str) -> None:
     """Move --branch to version REF (the old head stays in the reflog)."""
-    mem = _store(ctx)
+    mem = store_of(ctx)
     mem.reset(ref)
     out.print(f"{mem.branch} is now at {mem.head.short_id}")
 
@@ -426,22 +369,22 @@ def reset(ctx: click.Context, ref: str) -> None:
 @cli.command()
 @click.option("--keep-reflog-days", type=float, help="First drop reflog entries older than this.")
 @click.pass_context
-@_friendly
+@friendly
 def gc(ctx: click.Context, keep_reflog_days: float | None) -> None:
     """Delete chunks no ref or reflog entry reaches (chunks younger than 10 minutes are kept)."""
     keep = None if keep_reflog_days is None else timedelta(days=keep_reflog_days)
-    with _counter("deleting unreachable chunks") as advance:
-        report = _store(ctx).gc(keep, progress=advance)
+    with counter("deleting unreachable chunks") as advance:
+        report = store_of(ctx).gc(keep, progress=advance)
     out.print(f"removed {report.removed} chunks, kept {report.kept}, pruned {report.reflog_pruned} reflog entries")
 
 
 @cli.command()
 @click.pass_context
-@_friendly
+@friendly
 def fsck(ctx: click.Context) -> None:
     """Check every reachable chunk exists and hashes right."""
-    with _counter("checking chunks") as advance:
-        report = _store(ctx).fsck(progress=advance)
+    with counter("checking chunks") as advance:
+        report = store_of(ctx).fsck(progress=advance)
     out.print(f"{report.commits} commits, {report.nodes} tree nodes: " + ("[green]ok[/green]" if report.ok else
               f"[red]{len(report.missing)} missing, {len(report.corrupt)} corrupt[/red]"))  # fmt: skip
     if not report.ok:
@@ -450,11 +393,11 @@ def fsck(ctx: click.Context) -> None:
 
 @cli.command()
 @click.pass_context
-@_friendly
+@friendly
 def reindex(ctx: click.Context) -> None:
     """Rebuild the branch's search index from scratch, re-embedding what the vector cache lacks
     (after a model change); shows a progress bar."""
-    mem = _store(ctx)
+    mem = store_of(ctx)
     total = mem.count()
     with Progress(console=err, transient=True) as progress:
         task = progress.add_task("indexing", total=total)
@@ -467,18 +410,18 @@ def reindex(ctx: click.Context) -> None:
 @click.option("-b", "create", is_flag=True, help="Create branch NAME first.")
 @click.option("--at", "at", default="HEAD", show_default=True, help="Where a branch created with -b starts.")
 @click.pass_context
-@_friendly
+@friendly
 def checkout(ctx: click.Context, name: str, create: bool, at: str) -> None:
     """Make NAME the branch later commands read and write (remembered beside the store)."""
-    path = checkout_path(_url(ctx))
-    if path is None:
+    url = store_url(ctx)
+    if checkout_path(url) is None:
         raise click.UsageError("this store keeps no checkout (no local file): pass --branch or ENGRAM_BRANCH")
-    mem = _store(ctx)
+    mem = store_of(ctx)
     if create:
         mem.create_branch(name, at)
     elif name not in mem.branches():
         raise click.UsageError(f"no branch {name!r} (create it with: engram checkout -b {name})")
-    path.write_text(name + "\n")
+    check_out(mem, url, name)
     out.print(f"on branch [bold]{name}[/bold] at [yellow]{mem.resolve(name).short_id}[/yellow]")
 
 
@@ -488,11 +431,11 @@ def checkout(ctx: click.Context, name: str, create: bool, at: str) -> None:
 @click.option("--namespace", default="", help="Only items under a/b.")
 @click.option("--embeddings", is_flag=True, help="Include each item's vector (import then skips embedding).")
 @click.pass_context
-@_friendly
+@friendly
 def export_(ctx: click.Context, file: str, at: str | None, namespace: str, embeddings: bool) -> None:
     """Write the items (with timestamps, authors, sources) as JSON Lines to FILE (default stdout)."""
-    mem = _store(ctx)
-    prefix = _ns(namespace)
+    mem = store_of(ctx)
+    prefix = parse_ns(namespace)
     total = mem.at(at).count(prefix) if at else mem.count(prefix)
     with click.open_file(file, "w", encoding="utf-8") as fp, Progress(console=err, transient=True) as progress:
         task = progress.add_task("exporting", total=total)
@@ -505,10 +448,10 @@ def export_(ctx: click.Context, file: str, at: str | None, namespace: str, embed
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--message", "-m", help="Commit message (default: import N item(s)).")
 @click.pass_context
-@_friendly
+@friendly
 def import_(ctx: click.Context, file: str, message: str | None) -> None:
     """Write the items of an `engram export` FILE to the branch as one commit."""
-    mem = _store(ctx)
+    mem = store_of(ctx)
     try:
         with click.open_file(file, "r", encoding="utf-8") as fp:
             lines = fp.readlines()
@@ -529,7 +472,7 @@ def db() -> None:
 
 
 def _postgres_url(ctx: click.Context) -> str:
-    url = _url(ctx)
+    url = store_url(ctx)
     if url is None or not url.startswith(POSTGRES_SCHEMES):
         raise click.UsageError("db commands need a PostgreSQL store: --store postgresql://user@host/db")
     return url
@@ -537,40 +480,26 @@ def _postgres_url(ctx: click.Context) -> str:
 
 @db.command()
 @click.pass_context
-@_friendly
+@friendly
 def migrate(ctx: click.Context) -> None:
     """Create or upgrade engram's tables (safe to run again; concurrent runs wait for each other)."""
-    from engram.backends.postgres import PostgresDatabase
-    from engram.backends.postgres import migrate as run_migrations
-    from engram.store.pgsearch import SEARCH_MIGRATIONS, has_pgvector
-
-    url = split_postgres_url(_postgres_url(ctx))[0]
-    applied = run_migrations(url)
-    db = PostgresDatabase(url)
-    try:
-        if has_pgvector(db):
-            applied += run_migrations(url, SEARCH_MIGRATIONS)
-        else:
-            err.print("[yellow]no pgvector on this server: search runs in process (see docs/postgres.md)[/yellow]")
-    finally:
-        db.close()
-    for m in applied:
-        out.print(f"applied {m.version}: {m.description}")
-    out.print("schema up to date" if applied else "schema already up to date")
+    report = run_migrations(_postgres_url(ctx))
+    if not report.search_in_database:
+        err.print("[yellow]no pgvector on this server: search runs in process (see docs/postgres.md)[/yellow]")
+    for version, description in report.applied:
+        out.print(f"applied {version}: {description}")
+    out.print("schema up to date" if report.applied else "schema already up to date")
 
 
 @db.command()
 @click.pass_context
-@_friendly
+@friendly
 def status(ctx: click.Context) -> None:
     """Show the schema version of the database and the newest one this engram knows."""
-    from engram.backends.postgres import MIGRATIONS, schema_version
-    from engram.store.pgsearch import SEARCH_MIGRATIONS
-
-    url = split_postgres_url(_postgres_url(ctx))[0]
-    out.print(f"schema version {schema_version(url)} (this engram: {MIGRATIONS[-1].version})")
-    search = schema_version(url, SEARCH_MIGRATIONS)
-    out.print(f"search schema version {search or 'none'} (this engram: {SEARCH_MIGRATIONS[-1].version})")
+    found = schema_status(_postgres_url(ctx))
+    core, search = found["core"], found["search"]
+    out.print(f"schema version {core[0]} (this engram: {core[1]})")
+    out.print(f"search schema version {search[0] or 'none'} (this engram: {search[1]})")
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""API keys, tenants and scopes.
+"""The access policy every door applies: API keys, tenants, scopes and namespace prefixes.
 
 A key maps to a **tenant** (one repository each: no request ever reaches another tenant's data), to
 **scopes** (``read``, ``write``, ``admin``; ``admin`` implies the other two) and optionally to a
@@ -7,6 +7,10 @@ A key maps to a **tenant** (one repository each: no request ever reaches another
 Keys live in a JSON file (by default ``<store dir>/keys.json``) that holds only SHA-256 hashes of
 the keys; a key itself is shown once, when it is created. The file is re-read when it changes, so
 ``engram keys revoke`` takes effect on a running server.
+
+The HTTP API and the MCP server over HTTP both authenticate with :func:`authenticate` and act through
+:meth:`Principal.handle`: a key without the ``write`` scope gets a read-only handle, so no read it makes
+can write (not even a TTL refresh).
 """
 
 from __future__ import annotations
@@ -23,9 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from engram.errors import ConfigError
-from engram.server.errors import ApiError
-from engram.store import tenant_url
+from engram.errors import AuthenticationError, ConfigError, PermissionDeniedError
+from engram.store import Memory, tenant_url
 
 #: Every scope a key can hold.
 SCOPES = ("read", "write", "admin")
@@ -81,6 +84,17 @@ class ApiKey:
             namespace_prefix=tuple(data.get("namespace_prefix") or ()),
             created=str(data.get("created", "")),
         )
+
+
+#: The keys file's name in a store's directory.
+KEYS_FILE = "keys.json"
+
+
+def default_keys_path(store: str | None) -> Path | None:
+    """Where a server on the store at ``store`` keeps its API keys by default: ``<store dir>/keys.json``
+    (None for stores without a directory: memory, PostgreSQL)."""
+    probe = tenant_url(store, "x")  # <store dir>/tenants/x/engram.db for file stores
+    return None if probe == ":memory:" or "://" in probe else Path(probe).parents[2] / KEYS_FILE
 
 
 def check_prefix(prefix: Sequence[str]) -> tuple[str, ...]:
@@ -195,25 +209,31 @@ class Principal:
         return "api" if self.key_id is None else f"key:{self.key_id}"
 
     def require(self, scope: str) -> None:
-        """Raise a 403 unless the caller holds ``scope`` (``admin`` holds every scope)."""
-        if scope not in self.scopes and "admin" not in self.scopes:
-            raise ApiError(
-                403,
-                "missing_scope",
-                f"this API key lacks the {scope!r} scope (it has: {', '.join(sorted(self.scopes))})",
+        """Raise :class:`PermissionDeniedError` unless the caller holds ``scope`` (``admin`` holds every scope)."""
+        if not self.holds(scope):
+            raise PermissionDeniedError(
+                f"this API key lacks the {scope!r} scope (it has: {', '.join(sorted(self.scopes))})", "missing_scope"
             )
 
+    def holds(self, scope: str) -> bool:
+        """True when the caller holds ``scope`` (``admin`` holds every scope)."""
+        return scope in self.scopes or "admin" in self.scopes
+
+    def handle(self, memory: Memory, branch: str | None = None) -> Memory:
+        """A handle on the tenant's ``memory`` acting as this caller: commits name the caller as author, and a
+        caller without the ``write`` scope gets a read-only handle (its reads never refresh a TTL)."""
+        return memory.handle(branch, author=self.author, read_only=not self.holds("write"))
+
     def require_unrestricted(self, action: str) -> None:
-        """Raise a 403 for a namespace-restricted key: ``action`` reaches every namespace."""
+        """Refuse a namespace-restricted key: ``action`` reaches every namespace."""
         if self.namespace_prefix:
-            raise ApiError(
-                403,
-                "namespace_forbidden",
+            raise PermissionDeniedError(
                 f"{action} reaches every namespace; this API key is restricted to {_shown(self.namespace_prefix)}",
+                "namespace_forbidden",
             )
 
     def check(self, namespace: Sequence[str]) -> tuple[str, ...]:
-        """Return ``namespace`` if this caller may touch it, else raise a 403."""
+        """Return ``namespace`` if this caller may touch it, else raise :class:`PermissionDeniedError`."""
         labels = tuple(namespace)
         if labels[: len(self.namespace_prefix)] != self.namespace_prefix:
             raise self._forbidden(labels)
@@ -221,7 +241,7 @@ class Principal:
 
     def narrow(self, prefix: Sequence[str] | None) -> tuple[str, ...] | None:
         """The part of namespace prefix ``prefix`` this caller may see: ``prefix`` itself, or the
-        key's own prefix when ``prefix`` is wider; a 403 when they do not overlap."""
+        key's own prefix when ``prefix`` is wider; :class:`PermissionDeniedError` when they do not overlap."""
         own = self.namespace_prefix
         if not own:
             return None if prefix is None else tuple(prefix)
@@ -244,11 +264,10 @@ class Principal:
                 raise self._forbidden(tuple(labels))
         return tuple(merged)
 
-    def _forbidden(self, labels: tuple[str, ...]) -> ApiError:
-        return ApiError(
-            403,
-            "namespace_forbidden",
+    def _forbidden(self, labels: tuple[str, ...]) -> PermissionDeniedError:
+        return PermissionDeniedError(
             f"namespace {_shown(labels)} is outside this API key's prefix {_shown(self.namespace_prefix)}",
+            "namespace_forbidden",
         )
 
 
@@ -266,12 +285,27 @@ def principal(key: ApiKey) -> Principal:
 
 
 def authenticate(keyring: KeyRing, secret: str | None) -> Principal:
-    """The caller a key makes; a 401 (in the error shape) for a missing or unknown key."""
-    challenge = {"WWW-Authenticate": "Bearer"}
+    """The caller a key makes; :class:`AuthenticationError` for a missing or unknown key."""
     if not secret:
-        raise ApiError(401, "unauthorized", "send an API key: 'Authorization: Bearer <key>' or 'X-API-Key: <key>'",
-                       headers=challenge)  # fmt: skip
+        raise AuthenticationError("send an API key: 'Authorization: Bearer <key>' or 'X-API-Key: <key>'")
     key = keyring.find(secret)
     if key is None:
-        raise ApiError(401, "invalid_key", "this API key is not valid (unknown or revoked)", headers=challenge)
+        raise AuthenticationError("this API key is not valid (unknown or revoked)", "invalid_key")
     return principal(key)
+
+
+__all__ = [
+    "KEYS_FILE",
+    "KEY_PREFIX",
+    "LOCAL",
+    "LOCAL_TENANT",
+    "SCOPES",
+    "ApiKey",
+    "KeyRing",
+    "Principal",
+    "authenticate",
+    "check_prefix",
+    "default_keys_path",
+    "hash_key",
+    "principal",
+]

@@ -1,0 +1,5 @@
+"""``python -m engram.cli``: the ``engram`` command."""
+
+from engram.cli import main
+
+main()

@@ -1,0 +1,119 @@
+"""What every ``engram`` command shares: the consoles, friendly errors, the store of the invocation."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from engram.errors import EngramError
+from engram.objects import Commit
+from engram.store import Item, Memory
+from engram.store import open as open_store
+from engram.store.connect import checked_out
+from engram.store.serialize import commit_json, item_json
+
+F = TypeVar("F", bound=Callable[..., Any])
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+def store_url(ctx: click.Context) -> str | None:
+    found: str | None = ctx.find_root().params.get("store") or os.environ.get("ENGRAM_STORE")
+    return found
+
+
+def store_of(ctx: click.Context) -> Memory:
+    opts = ctx.find_root().params
+    if "memory" not in ctx.obj:
+        url = store_url(ctx)
+        branch = opts.get("branch") or checked_out(url)
+        ctx.obj["memory"] = open_store(url, branch=branch, embedder=opts.get("embedder"), redis=opts.get("redis"),
+                                       vector_cache=vector_cache_of(ctx))  # fmt: skip
+    memory: Memory = ctx.obj["memory"]
+    return memory
+
+
+def friendly(fn: F) -> F:
+    """Turn engram's errors (user mistakes) into one red line and exit status 1."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (EngramError, NotImplementedError) as exc:
+            err.print(f"[red]error:[/red] {exc}")
+            sys.exit(1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def parse_ns(text: str) -> tuple[str, ...]:
+    return tuple(part for part in text.split("/") if part) if text else ()
+
+
+def when(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+@contextlib.contextmanager
+def counter(what: str) -> Iterator[Callable[[int], None]]:
+    """A live count on stderr for work whose total is not known in advance (gc, fsck)."""
+    columns = (SpinnerColumn(), TextColumn(what), TextColumn("{task.completed:,.0f}"), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True) as progress:
+        task = progress.add_task(what, total=None)
+        yield lambda n: progress.advance(task, n)
+
+
+def emit(data: Any) -> None:
+    out.print_json(json.dumps(data, default=str))
+
+
+def with_provenance(item: Item) -> dict[str, Any]:
+    """An item with its expiry and provenance (the one JSON shape of every door)."""
+    found = item_json(item)
+    assert found is not None
+    return found
+
+
+def commit_dict(c: Commit) -> dict[str, Any]:
+    return commit_json(c)
+
+
+#: Hosts that keep a server on this machine.
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def loopback_only(host: str) -> str:
+    """The host a server without API keys binds to: ``host`` if it is loopback, else 127.0.0.1 (and say so)."""
+    if host in LOOPBACK:
+        return host
+    err.print(
+        f"[yellow]warning:[/yellow] no API keys configured, so engram binds to 127.0.0.1 only (not "
+        f"{escape(host)}); create one with `engram keys create --tenant NAME --scope read --scope write`",
+        soft_wrap=True,
+    )
+    return "127.0.0.1"
+
+
+def default_vector_cache() -> str:
+    """The per-user file of embeddings every store opened by the CLI shares (``$XDG_CACHE_HOME/engram/vectors.db``,
+    else ``~/.cache/engram/vectors.db``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "engram", "vectors.db")
+
+
+def vector_cache_of(ctx: click.Context) -> str | None:
+    """The root ``--vector-cache`` option: a file path, or None for "in each store" (``none``)."""
+    chosen: str | None = ctx.find_root().params.get("vector_cache")
+    return None if chosen is None or chosen.lower() == "none" else chosen

@@ -1,0 +1,89 @@
+"""``engram mcp``: the store's tools for MCP clients, over stdio or streamable HTTP.
+
+Over HTTP the server applies the same access policy as ``engram serve``: with API keys (``engram keys``)
+every request needs one and acts on its key's tenant with its scopes and namespace prefix; without keys it
+binds to 127.0.0.1 only, whatever ``--host`` says.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+import anyio
+import click
+
+from engram.cli._common import err, friendly, loopback_only, store_of, store_url, vector_cache_of
+from engram.mcp import KeyedAccess, build_server, http_url, serve_http, serve_stdio
+from engram.ops.access import KeyRing, default_keys_path
+from engram.ops.tenants import TenantPool, store_opener
+
+
+@click.command(name="mcp")
+@click.option(
+    "--transport",
+    type=click.Choice(["stdio", "http"]),
+    default="stdio",
+    show_default=True,
+    help="stdio: for a client that launches engram; http: streamable HTTP at http://HOST:PORT/mcp.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP: interface (needs API keys off loopback).")
+@click.option("--port", type=int, default=8765, show_default=True, help="HTTP: the port to listen on.")
+@click.option("--keys-file", envvar="ENGRAM_KEYS_FILE", type=click.Path(dir_okay=False, path_type=Path),
+              help="HTTP: API keys file (default: <store dir>/keys.json, as `engram serve`).")  # fmt: skip
+@click.pass_context
+@friendly
+def command(ctx: click.Context, transport: str, host: str, port: int, keys_file: Path | None) -> None:
+    """Serve the memory to MCP clients (Claude Desktop, IDEs, agents) over stdio or streamable HTTP.
+
+    \b
+    Examples:
+      engram --store ~/notes mcp
+      engram mcp --transport http --port 8765    # clients connect to http://127.0.0.1:8765/mcp
+    """
+    if transport == "stdio":  # stdout carries the protocol: only stderr for people
+        memory = store_of(ctx)
+        err.print(f"engram MCP server on stdio, branch {memory.branch}")
+        try:
+            anyio.run(serve_stdio, build_server(memory))
+        except KeyboardInterrupt:
+            pass
+        finally:
+            memory.close()
+        return
+    url = store_url(ctx)
+    path = keys_file or default_keys_path(url)
+    keyring = KeyRing(path) if path is not None else None
+    if keyring is None or not keyring.keys():
+        _serve_local(ctx, host, port)
+        return
+    opts = ctx.find_root().params
+    embedder = opts.get("embedder") or "minilm"
+    opener = store_opener(
+        url, local=False, embedder=embedder, redis=opts.get("redis"), vector_cache=vector_cache_of(ctx)
+    )
+    tenants = TenantPool(opener)
+    err.print(f"engram MCP server at {http_url(host, port)} (API keys from {path}; Ctrl+C stops it)", soft_wrap=True)
+    try:
+        anyio.run(partial(serve_http, build_server(access=KeyedAccess(keyring, tenants)), host=host, port=port,
+                          keyring=keyring))  # fmt: skip
+    except KeyboardInterrupt:
+        pass
+    finally:
+        tenants.close()
+
+
+def _serve_local(ctx: click.Context, host: str, port: int) -> None:
+    host = loopback_only(host)
+    memory = store_of(ctx)
+    err.print(f"engram MCP server at {http_url(host, port)}, branch {memory.branch}, no API keys: local access only "
+              "(Ctrl+C stops it)", soft_wrap=True)  # fmt: skip
+    try:
+        anyio.run(partial(serve_http, build_server(memory), host=host, port=port))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        memory.close()
+
+
+__all__ = ["command"]

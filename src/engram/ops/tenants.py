@@ -1,0 +1,253 @@
+"""A bounded pool of tenant stores: each tenant's :class:`Memory`, opened on first use, idle ones closed
+least recently used first, with one TTL sweeper and one background indexer for all of them.
+
+A server with API keys serves one repository per tenant. Keeping every tenant it ever saw open would
+keep a store, a sweeper thread and database connections per tenant for good; the pool keeps at most
+``max_open`` of them (more only while requests hold them) and shares its threads across tenants.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from engram.embed import Embedder, embedder_from_spec
+from engram.errors import EngramError
+from engram.store import Memory, tenant_url
+from engram.store import open as open_store
+
+_log = logging.getLogger(__name__)
+
+#: How many tenant stores stay open when idle, by default.
+MAX_OPEN = 64
+
+
+@dataclass
+class _Entry:
+    memory: Memory
+    leases: int = 0
+
+
+def store_opener(
+    store: str | None,
+    *,
+    local: bool,
+    branch: str = "main",
+    embedder: Embedder | str | None = "minilm",
+    author: str = "api",
+    **options: Any,
+) -> Callable[[str], Memory]:
+    """A function opening a tenant's store for a :class:`TenantPool`: the base store ``store`` itself when
+    ``local`` (a server without API keys has one tenant), else the tenant's own repository derived from it
+    (:func:`engram.store.tenant_url`). One embedder (loaded on first use) serves every tenant; ``options``
+    go to :func:`engram.open` (``redis``, ``vector_cache`` ...)."""
+    lock = threading.Lock()
+    loaded: list[Embedder | None] = []
+
+    def chosen() -> Embedder | None:
+        if not isinstance(embedder, str):
+            return embedder
+        with lock:
+            if not loaded:
+                loaded.append(embedder_from_spec(embedder))
+            return loaded[0]
+
+    def open_tenant(tenant: str) -> Memory:
+        url = store if local else tenant_url(store, tenant)
+        return open_store(url, branch=branch if local else "main", author=author, embedder=chosen(), **options)
+
+    return open_tenant
+
+
+class TenantPool:
+    """Tenant name -> its open :class:`Memory`, at most ``max_open`` idle ones kept (LRU).
+
+    Args:
+        opener: opens the store of a tenant (called outside the pool's lock).
+        max_open: how many stores stay open; a store in use by a request is never closed, so the pool can
+            briefly hold more.
+        sweep_minutes: delete expired items of every open store this often (None: never).
+        index_delay: after a write, bring the written branch's search index up to date this many seconds
+            later in a background thread, so the next search does not pay for it (None: at the next search).
+    """
+
+    def __init__(
+        self,
+        opener: Callable[[str], Memory],
+        *,
+        max_open: int = MAX_OPEN,
+        sweep_minutes: float | None = 5.0,
+        index_delay: float | None = 0.2,
+    ) -> None:
+        if max_open < 1:
+            raise ValueError("max_open is at least 1")
+        self._opener = opener
+        self.max_open = max_open
+        self.index_delay = index_delay
+        self._open: OrderedDict[str, _Entry] = OrderedDict()
+        self._opening: dict[str, threading.Event] = {}
+        self._lock = threading.Condition()
+        self._stop = threading.Event()
+        self._dirty: dict[tuple[str, str], float] = {}
+        self._threads: list[threading.Thread] = []
+        #: Stores opened and closed over the pool's life (for metrics and tests).
+        self.opened = 0
+        self.evicted = 0
+        self.sweep_minutes = sweep_minutes
+        self._running = False
+
+    def _start_threads(self) -> None:
+        """Start the sweeper and the indexer (with the lock held): on first use, and again after a close."""
+        if self._running:
+            return
+        self._running = True
+        self._stop = stop = threading.Event()  # a new one per start: threads of an earlier start keep theirs
+        workers: list[tuple[str, Callable[[], None]]] = []
+        if self.sweep_minutes is not None:
+            workers.append(("engram-ttl-sweeper", partial(self._sweep_loop, self.sweep_minutes * 60, stop)))
+        if self.index_delay is not None:
+            workers.append(("engram-indexer", partial(self._index_loop, stop)))
+        for name, target in workers:
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    # ------------------------------------------------------------------ leases
+
+    def acquire(self, tenant: str) -> Memory:
+        """The tenant's Memory, opened if needed, held until :meth:`release` (it is not closed meanwhile)."""
+        while True:
+            with self._lock:
+                self._start_threads()
+                entry = self._open.get(tenant)
+                if entry is not None:
+                    entry.leases += 1
+                    self._open.move_to_end(tenant)
+                    return entry.memory
+                waiting = self._opening.get(tenant)
+                if waiting is None:
+                    self._opening[tenant] = threading.Event()
+                    break
+            waiting.wait()  # another thread is opening this tenant: take its store
+        try:
+            memory = self._opener(tenant)
+        except BaseException:
+            with self._lock:
+                self._opening.pop(tenant).set()
+            raise
+        with self._lock:
+            self._open[tenant] = _Entry(memory, leases=1)
+            self.opened += 1
+            self._opening.pop(tenant).set()
+            evicted = self._evictable()
+        self._close_all(evicted)
+        return memory
+
+    def release(self, tenant: str) -> None:
+        """Give back a Memory taken with :meth:`acquire`."""
+        with self._lock:
+            entry = self._open.get(tenant)
+            if entry is not None:
+                entry.leases -= 1
+            evicted = self._evictable()
+        self._close_all(evicted)
+
+    @contextmanager
+    def lease(self, tenant: str) -> Iterator[Memory]:
+        """``with pool.lease("acme") as mem: ...``: the tenant's Memory for the block."""
+        memory = self.acquire(tenant)
+        try:
+            yield memory
+        finally:
+            self.release(tenant)
+
+    def _evictable(self) -> list[Memory]:
+        """Remove idle stores beyond ``max_open``, least recently used first (call with the lock held)."""
+        evicted = []
+        for name in list(self._open):
+            if len(self._open) <= self.max_open:
+                break
+            if self._open[name].leases == 0:
+                evicted.append(self._open.pop(name).memory)
+        self.evicted += len(evicted)
+        return evicted
+
+    @staticmethod
+    def _close_all(memories: list[Memory]) -> None:
+        for memory in memories:
+            try:
+                memory.close()
+            except EngramError as exc:  # closing saves index snapshots: never fail a request over it
+                _log.warning("closing an evicted tenant store failed: %s", exc)
+
+    def tenants(self) -> list[str]:
+        """The tenants whose stores are open, least recently used first."""
+        with self._lock:
+            return list(self._open)
+
+    # -------------------------------------------------------- background work
+
+    def written(self, tenant: str, branch: str) -> None:
+        """Note a write to ``branch`` of ``tenant``: its search index is brought up to date shortly after."""
+        if self.index_delay is None:
+            return
+        with self._lock:
+            self._dirty.setdefault((tenant, branch), time.monotonic() + self.index_delay)
+            self._lock.notify_all()
+
+    def _index_loop(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            with self._lock:
+                now = time.monotonic()
+                due = [key for key, at in self._dirty.items() if at <= now]
+                for key in due:
+                    del self._dirty[key]
+                if not due:
+                    wait = min(self._dirty.values(), default=now + 1.0) - now
+                    self._lock.wait(timeout=max(0.01, min(wait, 1.0)))
+                    continue
+            for tenant, branch in due:
+                self._in_tenant(tenant, partial(_update_index, branch=branch), "index")
+
+    def _sweep_loop(self, seconds: float, stop: threading.Event) -> None:
+        while not stop.wait(seconds):
+            for tenant in self.tenants():
+                self._in_tenant(tenant, Memory.sweep_expired, "TTL sweep")
+
+    def _in_tenant(self, tenant: str, work: Callable[[Memory], object], what: str) -> None:
+        with self._lock:
+            if tenant not in self._open or self._stop.is_set():
+                return  # closed meanwhile: its next search indexes it, its next sweep finds what expired
+        try:
+            with self.lease(tenant) as memory:
+                work(memory)
+        except EngramError as exc:
+            _log.warning("background %s of tenant %s failed: %s", what, tenant, exc)
+
+    def close(self) -> None:
+        """Stop the background threads and close every open store (a later :meth:`acquire` starts afresh)."""
+        with self._lock:
+            self._stop.set()
+            self._running = False
+            self._lock.notify_all()
+            threads, self._threads = self._threads, []
+        for thread in threads:
+            thread.join(timeout=30)
+        with self._lock:
+            memories = [entry.memory for entry in self._open.values()]
+            self._open.clear()
+        self._close_all(memories)
+
+
+def _update_index(memory: Memory, branch: str) -> None:
+    memory.handle(branch).update_index()
+
+
+__all__ = ["MAX_OPEN", "TenantPool", "store_opener"]
