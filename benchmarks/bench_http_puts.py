@@ -46,11 +46,11 @@ def wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -
     raise SystemExit("engram serve did not become healthy")
 
 
-def run(engram: str, store: Path, clients: int, seconds: float) -> dict[str, float]:
+def run(engram: str, store: Path, clients: int, seconds: float, extra: list[str]) -> dict[str, float]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [engram, "--store", str(store), "--embedder", "hashing", "serve", "--port", str(port), "--log-level",
-           "warning"]  # fmt: skip
+           "warning", *extra]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_healthy(url, proc)
@@ -108,9 +108,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--engram", default=shutil.which("engram") or str(Path(sys.executable).with_name("engram")))
     parser.add_argument("--label", default="this build")
+    parser.add_argument("--serve-arg", action="append", default=[], help="extra argument for engram serve")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        result = run(args.engram, Path(tmp) / "store", args.clients, args.seconds)
+        result = run(args.engram, Path(tmp) / "store", args.clients, args.seconds, args.serve_arg)
     result["label"] = args.label
     print(json.dumps(result))
 

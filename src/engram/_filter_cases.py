@@ -9,12 +9,18 @@ from typing import Any
 
 FILTER_DOCS: dict[str, dict[str, Any]] = {
     "a": {"kind": "note", "score": 0.9, "tags": ["ui", "theme"], "owner": {"name": "alice", "tz": "UTC"}, "n": 1},
-    "b": {"kind": "note", "score": 0.4, "tags": ["db"], "owner": {"name": "bob"}, "n": 2, "flag": True},
-    "c": {"kind": "error", "score": 0.7, "tags": [], "owner": {"name": "carol", "tz": "CET"}, "n": 3, "flag": False},
+    "b": {"kind": "note", "score": 0.4, "tags": ["db"], "owner": {"name": "bob"}, "n": 2, "flag": True,
+          "big": 10**400},
+    "c": {"kind": "error", "score": 0.7, "tags": [], "owner": {"name": "carol", "tz": "CET"}, "n": 3, "flag": False,
+          "big": 1e23},
     "d": {"kind": "error", "tags": ["ui"], "n": "4", "items": [{"sku": "x", "qty": 2}, {"sku": "y", "qty": 5}]},
     "e": {"kind": "Note", "score": None, "owner": None, "text": "Dark mode is ON"},
-    "f": {"kind": "log", "score": 1, "tags": ["ui", "db", "theme"], "matrix": [[1, 2], [3]], "text": "dark\nmode"},
-}
+    "f": {"kind": "log", "score": 1, "tags": ["ui", "db", "theme"], "matrix": [[1, 2], [3]], "text": "dark\nmode",
+          "big": 2**53 + 1},
+}  # fmt: skip
+#: 1e23 is the float 99999999999999991611392: integers are compared with a float's exact value, as
+#: Python and MongoDB do, not with the decimal it is written as.
+BIG_FLOAT_EXACT = 99999999999999991611392
 
 # (filter, expected ids in sorted order)
 FILTER_CASES: list[tuple[dict[str, Any], list[str]]] = [
@@ -56,6 +62,18 @@ FILTER_CASES: list[tuple[dict[str, Any], list[str]]] = [
     ({"text": {"$regex": "dark.mode"}}, []),
     ({"text": {"$regex": "dark.mode", "$options": "s"}}, ["f"]),
     ({"kind": {"$regex": "o.e"}}, ["a", "b", "e"]),
+    ({"kind": {"$regex": "^(?:no|lo)"}}, ["a", "b", "f"]),
+    ({"kind": {"$regex": "^NOTE$", "$options": "i"}}, ["a", "b", "e"]),
+    ({"text": {"$regex": "(?i)dark mode"}}, ["e"]),
+    ({"text": {"$regex": "dark$", "$options": "m"}}, ["f"]),
+    ({"text": {"$regex": "^mode"}}, []),
+    ({"text": {"$regex": "\\bON\\b"}}, ["e"]),
+    ({"owner.name": {"$regex": "^[a-c]"}}, ["a", "b", "c"]),
+    ({"tags": {"$regex": "^th"}}, ["a", "f"]),
+    ({"n": {"$regex": "4"}}, ["d"]),
+    ({"kind": {"$regex": "é"}}, []),
+    ({"text": {"$regex": "(a+)+$"}}, []),
+    ({"kind": {"$not": {"$regex": "e"}}}, ["f"]),
     ({"text": {"$contains": "mode"}}, ["e", "f"]),
     ({"tags": {"$contains": "db"}}, ["b", "f"]),
     ({"score": {"$between": [0.4, 0.7]}}, ["b", "c"]),
@@ -72,6 +90,21 @@ FILTER_CASES: list[tuple[dict[str, Any], list[str]]] = [
     ({"matrix": [3]}, ["f"]),
     ({"missing.deep.path": {"$exists": False}}, ["a", "b", "c", "d", "e", "f"]),
     ({"missing": {"$nin": [1]}}, ["a", "b", "c", "d", "e", "f"]),
+    # numbers beyond a 64-bit float, and integers next to a float past 2**53: compared exactly everywhere
+    ({"big": {"$gt": 10**399}}, ["b"]),
+    ({"big": 10**400}, ["b"]),
+    ({"big": {"$in": [10**400, 7]}}, ["b"]),
+    ({"big": {"$lt": -(10**400)}}, []),
+    ({"big": {"$gte": -(10**400)}}, ["b", "c", "f"]),
+    ({"big": {"$between": [2**53, 10**401]}}, ["b", "c", "f"]),
+    ({"big": {"$gt": 2.0**53}}, ["b", "c", "f"]),
+    ({"big": 2**53 + 1}, ["f"]),
+    ({"big": 2.0**53}, []),
+    ({"big": BIG_FLOAT_EXACT}, ["c"]),
+    ({"big": {"$gte": BIG_FLOAT_EXACT}}, ["b", "c"]),
+    ({"big": {"$gt": BIG_FLOAT_EXACT}}, ["b"]),
+    ({"big": {"$lte": 1e23}}, ["c", "f"]),
+    ({"big": 1e23}, ["c"]),
 ]
 
 # filters that must raise InvalidFilterError
@@ -89,4 +122,19 @@ INVALID_FILTERS: list[Any] = [
     {"a..b": 1},
     {"kind": {"$not": 5}},
     ["not", "a", "dict"],
+    # what RE2 (linear time) cannot run, and patterns too long or too complex
+    {"kind": {"$regex": "(a)\\1"}},
+    {"kind": {"$regex": "(?=n)"}},
+    {"kind": {"$regex": "(?<!n)o"}},
+    {"kind": {"$regex": "n", "$options": "x"}},
+    {"kind": {"$regex": "(?x) n"}},
+    {"kind": {"$regex": "a" * 1001}},
+    {"kind": {"$regex": "(.*){1000}"}},
+    {"kind": {"$regex": 5}},
+    # U+0000 can be in no stored text, so a filter naming it is a mistake
+    {"ki\x00nd": "note"},
+    {"kind": "no\x00te"},
+    {"kind": {"$in": ["note", "x\x00"]}},
+    {"kind": {"$regex": "n\x00"}},
+    {"owner": {"name": {"a\x00": 1}}},
 ]

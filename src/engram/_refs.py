@@ -30,6 +30,7 @@ class RefExpr:
 
 def parse(expr: str) -> RefExpr:
     """Parse ``HEAD``, ``main``, ``v1``, ``a1b2c3d``, ``HEAD~3``, ``main^2``, ``main@{2026-11-20T11:15:00Z}``."""
+    refuse_nul(expr, "ref expression")
     match = _EXPR.match(expr.strip())
     if match is None or (not match.group("base") and match.group("time") is None):
         raise InvalidRefError(
@@ -53,6 +54,7 @@ def parse(expr: str) -> RefExpr:
 
 def parse_time(text: str) -> int:
     """Parse an ISO 8601 time (naive times are UTC) to UTC milliseconds."""
+    refuse_nul(text, "time")
     try:
         moment = datetime.fromisoformat(text.strip())
     except ValueError:
@@ -80,6 +82,8 @@ def format_ms(time_ms: int) -> str:
 
 def check_name(name: str, kind: str) -> str:
     """Return ``name`` if it is a valid branch or tag name, else raise :class:`InvalidRefError`."""
+    if isinstance(name, str):
+        refuse_nul(name, f"{kind} name")
     if (
         not isinstance(name, str)
         or not _NAME.match(name)
@@ -93,3 +97,9 @@ def check_name(name: str, kind: str) -> str:
             "digit or _, without '..' (and not 'HEAD')"
         )
     return name
+
+
+def refuse_nul(text: str, what: str) -> None:
+    """Raise :class:`InvalidRefError` when ``text`` holds U+0000, which no ref name can (nor PostgreSQL text)."""
+    if isinstance(text, str) and "\x00" in text:
+        raise InvalidRefError(f"U+0000 (NUL) cannot be stored, so no ref has it: found in the {what} {text!r}")

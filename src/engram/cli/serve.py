@@ -18,6 +18,7 @@ from rich.markup import escape
 from engram.cli._common import err, friendly, loopback_only, out, vector_cache_of
 from engram.errors import ConfigError
 from engram.ops.access import SCOPES, KeyRing
+from engram.ops.tenants import MAX_OPEN
 from engram.server.app import MiB, ServerConfig, create_app
 
 _keys_file = click.option(
@@ -28,9 +29,10 @@ _keys_file = click.option(
 )
 
 
-def _config(ctx: click.Context, keys_file: Path | None, max_body: int = MiB) -> ServerConfig:
+def _config(ctx: click.Context, keys_file: Path | None, max_body: int = MiB, **extra: Any) -> ServerConfig:
     opts = ctx.find_root().params
     return ServerConfig(
+        **extra,
         store=opts.get("store") or os.environ.get("ENGRAM_STORE"),
         embedder=opts.get("embedder") or "minilm",
         keys_file=keys_file,
@@ -46,15 +48,24 @@ def _config(ctx: click.Context, keys_file: Path | None, max_body: int = MiB) -> 
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535), help="Port to listen on.")
 @_keys_file
 @click.option("--max-body", default=MiB, show_default=True, type=click.IntRange(1), help="Largest request body, bytes.")
+@click.option("--max-tenants", default=MAX_OPEN, show_default=True, type=click.IntRange(1),
+              help="Tenant stores kept open when idle (least recently used ones are closed).")  # fmt: skip
+@click.option("--index-delay", default=0.2, show_default=True, type=click.FloatRange(0),
+              help="Seconds after a write when the branch's search index is updated in the background.")  # fmt: skip
+@click.option("--no-background-index", is_flag=True, help="Update search indexes only when a search needs them.")
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["critical", "error", "warning", "info", "debug"]))  # fmt: skip
 @click.pass_context
 @friendly
-def serve(ctx: click.Context, host: str, port: int, keys_file: Path | None, max_body: int, log_level: str) -> None:
+def serve(
+    ctx: click.Context, host: str, port: int, keys_file: Path | None, max_body: int, max_tenants: int,
+    index_delay: float, no_background_index: bool, log_level: str,
+) -> None:  # fmt: skip
     """Serve the HTTP API: LangGraph's store routes, /v1 versioning routes, docs at /docs."""
     import uvicorn
 
-    config = _config(ctx, keys_file, max_body)
+    delay = None if no_background_index else index_delay
+    config = _config(ctx, keys_file, max_body, max_tenants=max_tenants, index_delay=delay)
     app = create_app(config)
     app.state.engram.tenants.probe()  # open the store now: a bad --store fails here, with one line
     local: bool = app.state.engram.local

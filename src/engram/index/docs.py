@@ -59,7 +59,7 @@ def confidence_of(value: dict[str, Any]) -> float:
         found = meta.get("confidence") if isinstance(meta, dict) else None
     if not isinstance(found, int | float) or isinstance(found, bool):
         return 0.5
-    return min(1.0, max(0.0, float(found)))
+    return float(min(1, max(0, found)))  # clamp first: an integer too large for a float is still a number
 
 
 def make_doc(key: bytes, data: bytes, fields: Sequence[str]) -> Doc:

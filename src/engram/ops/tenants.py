@@ -150,14 +150,26 @@ class TenantPool:
         self._close_all(evicted)
         return memory
 
+    def try_acquire(self, tenant: str) -> Memory | None:
+        """:meth:`acquire` if the tenant's store is open already (no I/O: safe on an event loop), else None."""
+        with self._lock:
+            entry = self._open.get(tenant)
+            if entry is None or not self._running:
+                return None
+            entry.leases += 1
+            self._open.move_to_end(tenant)
+            return entry.memory
+
     def release(self, tenant: str) -> None:
-        """Give back a Memory taken with :meth:`acquire`."""
+        """Give back a Memory taken with :meth:`acquire`. Stores this makes idle beyond the bound are closed
+        in a background thread (closing saves search indexes: no caller waits for it)."""
         with self._lock:
             entry = self._open.get(tenant)
             if entry is not None:
                 entry.leases -= 1
             evicted = self._evictable()
-        self._close_all(evicted)
+        if evicted:
+            threading.Thread(target=self._close_all, args=(evicted,), name="engram-evict", daemon=True).start()
 
     @contextmanager
     def lease(self, tenant: str) -> Iterator[Memory]:

@@ -1,8 +1,13 @@
-"""Input checks with LangGraph's semantics, raising engram's errors with actionable messages."""
+"""Input checks with LangGraph's semantics, raising engram's errors with actionable messages.
+
+One rule for every backend: U+0000 (NUL) is refused wherever text enters engram (values, keys,
+namespace labels, provenance, ref names, filters), because PostgreSQL's text and JSONB cannot hold
+it; a store that accepted it on SQLite could not move to PostgreSQL.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from engram.errors import InvalidInputError, InvalidKeyError, InvalidNamespaceError, InvalidValueError
@@ -23,6 +28,8 @@ def namespace(ns: Sequence[str] | Any, *, allow_empty: bool = False) -> tuple[st
             raise InvalidNamespaceError(f"namespace labels must be strings, got {label!r} in {labels!r}")
         if not label:
             raise InvalidNamespaceError(f"namespace labels cannot be empty strings: {labels!r}")
+        if NUL in label:
+            raise InvalidNamespaceError(f"U+0000 (NUL) cannot be stored: found in the namespace label {label!r}")
         if "." in label:
             raise InvalidNamespaceError(f"namespace labels cannot contain periods ('.'): {label!r} in {labels!r}")
         if not _printable(label):
@@ -40,6 +47,8 @@ def key(k: Any) -> str:
         return str(k)
     if not isinstance(k, str):
         raise InvalidKeyError(f"an item key is a string, got {type(k).__name__} {k!r}")
+    if NUL in k:
+        raise InvalidKeyError(f"U+0000 (NUL) cannot be stored: found in the item key {k!r}")
     if not _valid_unicode(k):
         raise InvalidKeyError(f"an item key must be valid Unicode text (no lone surrogates): {k!r}")
     return k
@@ -64,6 +73,8 @@ def index_fields(fields: Any) -> list[str]:
             f"index is False, None or a list of field paths like ['text', 'tags[*]'], got {fields!r}"
         )
     for field in fields:
+        if NUL in field:
+            raise InvalidInputError(f"U+0000 (NUL) cannot be stored: found in the index field path {field!r}")
         parse_path(field)
     return list(fields)
 
@@ -82,12 +93,67 @@ def ttl(minutes: Any) -> float:
 
 
 def value(v: Any) -> dict[str, Any]:
-    """Check an item value: a JSON object (dict with string keys)."""
+    """Check an item value: a JSON object (dict with string keys), without U+0000 in any string or key."""
     if isinstance(v, Mapping) and not isinstance(v, dict):
         v = dict(v)
     if not isinstance(v, dict):
         raise InvalidValueError(f"an item value is a JSON object (a dict), got {type(v).__name__}")
+    where = nul_path(v)
+    if where is not None:
+        raise InvalidValueError(f"U+0000 (NUL) cannot be stored: found in the item value at {where}")
     return v
 
 
-__all__ = ["InvalidInputError", "index_fields", "key", "namespace", "ttl", "value"]
+#: The character no text in engram may hold (PostgreSQL's text and JSONB cannot store it).
+NUL = "\x00"
+
+
+def nul_path(obj: Any) -> str | None:
+    """Where U+0000 occurs in a JSON-like value (any string, or object key, at any depth), else None.
+
+    The place is a path like ``['notes'][2]['text']`` (``''`` for ``obj`` itself), ending in
+    ``(a key)`` when an object key holds it.
+    """
+    stack: list[tuple[Any, str]] = [(obj, "")]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if NUL in item:
+                return where
+        elif isinstance(item, Mapping):
+            for k, v in item.items():
+                if isinstance(k, str) and NUL in k:
+                    return f"{where}[{k!r}] (a key)"
+                stack.append((v, f"{where}[{k!r}]"))
+        elif isinstance(item, list | tuple):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+    return None
+
+
+def text(s: Any, what: str) -> Any:
+    """Check free text that is stored (an author, a commit message): no U+0000; returns it."""
+    if isinstance(s, str) and NUL in s:
+        raise InvalidInputError(f"U+0000 (NUL) cannot be stored: found in the {what} {s!r}")
+    return s
+
+
+def provenance(author: Any = None, message: Any = None, sources: Iterable[Any] = ()) -> None:
+    """Check a write's author, commit message and sources (see :func:`text`)."""
+    text(author, "author")
+    text(message, "commit message")
+    for source in sources:
+        text(source, "source")
+
+
+__all__ = [
+    "NUL",
+    "InvalidInputError",
+    "index_fields",
+    "key",
+    "namespace",
+    "nul_path",
+    "provenance",
+    "text",
+    "ttl",
+    "value",
+]

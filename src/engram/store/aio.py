@@ -65,6 +65,7 @@ class Coalescer:
 def check_put(op: PutOp) -> PutOp:
     """Validate a put before it joins a shared batch, so one bad write cannot fail the others' commit."""
     ns, key = _validate.namespace(op.namespace), _validate.key(op.key)
+    _validate.provenance(sources=op.sources)
     if op.value is not None:
         _validate.value(op.value)
     if op.ttl is not NOT_PROVIDED and op.ttl is not None:

@@ -4,10 +4,13 @@ A filter is a dict like ``{"tags": {"$in": ["ui"]}, "score": {"$gte": 0.5}, "$or
 item's value, with dotted paths into nested objects (``"profile.tz"``); a path through an array
 looks into every element, and a numeric label indexes an array (``"tags.0"``). Semantics follow
 MongoDB: ``$ne``, ``$nin`` and ``$not`` match documents that lack the field; comparisons only
-compare values of the same type family (numbers with numbers, strings with strings); ``$regex`` is
-a real regular expression. Unknown operators and malformed filters raise
-:class:`InvalidFilterError`. :func:`compile_filter` returns a tree of plain nodes that other
-backends translate (to parameterized SQL for PostgreSQL), so there is one parser.
+compare values of the same type family (numbers with numbers, strings with strings), exactly even
+for integers beyond a 64-bit float; ``$regex`` is a regular expression run by RE2, whose time is
+linear in the text (no pattern can stall a search), so what RE2 cannot do in linear time
+(backreferences, lookaround, ``$options: "x"``) is refused. Unknown operators, malformed filters and
+U+0000 in field names or string arguments raise :class:`InvalidFilterError`. :func:`compile_filter`
+returns a tree of plain nodes that other backends translate (to parameterized SQL for PostgreSQL),
+so there is one parser.
 """
 
 from __future__ import annotations
@@ -17,11 +20,21 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import re2  # type: ignore[import-untyped]  # google-re2: linear-time matching, no stubs
+
 from engram.errors import InvalidFilterError
+from engram.store._validate import nul_path
 
 __all__ = ["And", "Compare", "Filter", "Nor", "Not", "Or", "compile_filter", "matches"]
 
 _MISSING = object()
+#: The longest ``$regex`` pattern, in characters.
+MAX_REGEX_LENGTH = 1_000
+#: The largest compiled ``$regex`` program, in RE2 instructions: matching costs at most about this many
+#: steps per byte of text (when RE2's DFA gives up and it falls back to its NFA).
+MAX_REGEX_PROGRAM = 2_000
+#: The memory RE2 may use per pattern (its program and DFA cache), in bytes.
+REGEX_MAX_MEM = 4 << 20
 COMPARE_OPS = frozenset(
     {"$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$all", "$size", "$exists", "$regex",
      "$contains", "$between"}
@@ -30,7 +43,7 @@ COMPARE_OPS = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class Compare:
-    """``path`` compared by ``op`` to ``arg`` (``$regex`` carries a compiled pattern)."""
+    """``path`` compared by ``op`` to ``arg`` (``$regex`` carries a compiled RE2 pattern)."""
 
     path: tuple[str, ...]
     op: str
@@ -98,6 +111,8 @@ def _document(spec: Mapping[str, Any]) -> list[Filter]:
 
 
 def _path(key: str) -> tuple[str, ...]:
+    if "\x00" in key:
+        raise InvalidFilterError(f"U+0000 (NUL) cannot be stored, so no field has it: found in the field name {key!r}")
     labels = tuple(key.split("."))
     if not all(labels):
         raise InvalidFilterError(f"invalid field path {key!r}: empty segment")
@@ -106,7 +121,7 @@ def _path(key: str) -> tuple[str, ...]:
 
 def _field(path: tuple[str, ...], arg: Any) -> list[Filter]:
     if not (isinstance(arg, Mapping) and any(isinstance(k, str) and k.startswith("$") for k in arg)):
-        return [Compare(path, "$eq", arg)]
+        return [_compare(path, "$eq", arg, None)]
     if not all(isinstance(k, str) and k.startswith("$") for k in arg):
         raise InvalidFilterError(f"cannot mix operators and field names in the condition on {'.'.join(path)!r}")
     parts: list[Filter] = []
@@ -136,6 +151,12 @@ def _field(path: tuple[str, ...], arg: Any) -> list[Filter]:
 
 
 def _compare(path: tuple[str, ...], op: str, value: Any, options: Any) -> Compare:
+    where = nul_path(value) if not isinstance(value, re.Pattern) else None
+    if where is not None:
+        raise InvalidFilterError(
+            f"U+0000 (NUL) cannot be stored, so no value has it: found in the {op} argument on "
+            f"{'.'.join(path)!r}" + (f" at {where}" if where else "")
+        )
     if op in ("$in", "$nin", "$all") and not isinstance(value, list):
         raise InvalidFilterError(f"{op} takes a list, got {value!r}")
     if op == "$size" and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
@@ -151,21 +172,94 @@ def _compare(path: tuple[str, ...], op: str, value: Any, options: Any) -> Compar
     return Compare(path, op, value)
 
 
-def _regex(value: Any, options: Any) -> re.Pattern[str]:
+def _regex(value: Any, options: Any) -> Any:
+    """A ``$regex`` as an RE2 pattern (``$options`` i, m, s; a Python ``re.Pattern`` keeps its flags)."""
+    letters = options if options is not None else ""
     if isinstance(value, re.Pattern):
-        return value
+        if options is not None:
+            raise InvalidFilterError("$options goes with a pattern string: a compiled re.Pattern carries its own flags")
+        value, letters = _from_re(value)
     if not isinstance(value, str):
         raise InvalidFilterError(f"$regex takes a pattern string, got {value!r}")
-    flags = 0
-    for letter in options or "":
-        flag = {"i": re.I, "m": re.M, "s": re.S, "x": re.X}.get(letter)
-        if flag is None:
-            raise InvalidFilterError(f"unknown $options letter {letter!r}: use i, m, s, x")
-        flags |= flag
+    if not isinstance(letters, str):
+        raise InvalidFilterError(f"$options takes a string of letters among i, m, s, got {letters!r}")
+    if len(value) > MAX_REGEX_LENGTH:
+        raise InvalidFilterError(
+            f"$regex pattern is {len(value):,} characters; at most {MAX_REGEX_LENGTH:,} are accepted"
+        )
+    opts = re2.Options()
+    opts.max_mem = REGEX_MAX_MEM
+    opts.log_errors = False
+    opts.never_capture = True  # a match is a yes or no: no submatch tracking, the fast DFA path
+    prefix = ""
+    for letter in letters:
+        if letter == "i":
+            opts.case_sensitive = False
+        elif letter == "s":
+            opts.dot_nl = True
+        elif letter == "m":
+            prefix = "(?m)"
+        elif letter == "x":
+            raise InvalidFilterError(
+                "$options 'x' is not supported: RE2 (linear-time) has no extended mode; "
+                "remove the whitespace and comments from the pattern"
+            )
+        else:
+            raise InvalidFilterError(f"unknown $options letter {letter!r}: use i, m, s")
     try:
-        return re.compile(value, flags)
-    except re.error as exc:
-        raise InvalidFilterError(f"invalid $regex {value!r}: {exc}") from None
+        pattern = re2.compile(prefix + value, opts)
+    except re2.error as exc:
+        raise InvalidFilterError(_regex_refusal(value, exc)) from None
+    except UnicodeEncodeError:
+        raise InvalidFilterError(f"$regex {value!r} is not valid Unicode (it holds a lone surrogate)") from None
+    if pattern.programsize > MAX_REGEX_PROGRAM:
+        raise InvalidFilterError(
+            f"$regex {value!r} is too complex: it compiles to {pattern.programsize:,} RE2 instructions, at most "
+            f"{MAX_REGEX_PROGRAM:,} are accepted (use smaller repetition counts or narrower classes)"
+        )
+    return pattern
+
+
+def _from_re(pattern: re.Pattern[Any]) -> tuple[str, str]:
+    """The source and ``$options`` letters of a Python pattern, when RE2 can run it."""
+    if not isinstance(pattern.pattern, str):
+        raise InvalidFilterError("$regex takes a str pattern, not a bytes pattern")
+    known = {re.IGNORECASE: "i", re.MULTILINE: "m", re.DOTALL: "s", re.VERBOSE: "x"}
+    letters = "".join(letter for flag, letter in known.items() if pattern.flags & flag)
+    rest = pattern.flags & ~(re.IGNORECASE | re.MULTILINE | re.DOTALL | re.VERBOSE | re.UNICODE | re.ASCII)
+    if rest:
+        raise InvalidFilterError(
+            f"$regex {pattern.pattern!r} uses re flags RE2 cannot honour ({re.RegexFlag(rest)!r}): "
+            "use IGNORECASE, MULTILINE or DOTALL"
+        )
+    return pattern.pattern, letters
+
+
+_NAMED_BACKREFERENCE = re.compile(r"\(\?P=|\\k[<{']|\\g[0-9{<]")
+_RE2_LIMITS = (
+    (re.compile(r"invalid escape sequence: \\[1-9]|named backreference"),
+     "RE2 (linear-time) does not support backreferences"),
+    (re.compile(r"invalid perl operator: \(\?<?[=!]"),
+     "RE2 (linear-time) does not support lookahead or lookbehind assertions"),
+    (re.compile(r"invalid perl operator: \(\?[a-zA-Z-]*x"),
+     "RE2 (linear-time) has no extended mode (x): remove the whitespace and comments from the pattern"),
+    (re.compile(r"invalid escape sequence: \\Z"), "RE2 writes the end of the text as \\z, not \\Z"),
+    (re.compile(r"bad repetition operator: .[+]"), "RE2 (linear-time) does not support possessive quantifiers"),
+    (re.compile(r"invalid repetition size"), "RE2 accepts repetition counts up to 1000 (nested counts multiply)"),
+    (re.compile(r"pattern too large"), f"it needs more than RE2's {REGEX_MAX_MEM >> 20} MiB; simplify it"),
+)  # fmt: skip
+
+
+def _regex_refusal(pattern: str, exc: Exception) -> str:
+    """Why RE2 refused ``pattern``, in words (RE2's own message when no known limit explains it)."""
+    raw = exc.args[0] if exc.args else str(exc)
+    reason = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+    if _NAMED_BACKREFERENCE.search(pattern):
+        reason = f"{reason}: a named backreference"
+    for test, explained in _RE2_LIMITS:
+        if test.search(reason):
+            return f"invalid $regex {pattern!r}: {explained} ({reason})"
+    return f"invalid $regex {pattern!r} for RE2 (linear-time): {reason}"
 
 
 # ------------------------------------------------------------------ evaluation
@@ -261,7 +355,7 @@ def _all(values: list[Any], arg: list[Any]) -> bool:
     return bool(arg) and all(_eq(values, x) for x in arg)
 
 
-def _regex_match(values: list[Any], pattern: re.Pattern[str]) -> bool:
+def _regex_match(values: list[Any], pattern: Any) -> bool:
     return any(isinstance(v, str) and pattern.search(v) is not None for v in _candidates(values))
 
 

@@ -221,6 +221,7 @@ class Memory(Reader, Versioned):
     ) -> tuple[list[Any], Commit | None]:
         """:meth:`batch`, also returning the commit its writes made (None when it wrote nothing)."""
         ops = list(ops)
+        _validate.provenance(author, message, (s for op in ops if isinstance(op, PutOp) for s in op.sources))
         root = self._root()
         snapshot = _Snapshot(self, root)
         now = now_ms()
@@ -269,6 +270,7 @@ class Memory(Reader, Versioned):
     def _write(self, ops: list[PutOp], author: str | None, message: str | None) -> Commit:
         self.check_writable()
         self._outside_transaction()
+        _validate.provenance(author, message, (source for op in ops for source in op.sources))
         who = author or self.author
         writes = {codec.encode_key(_validate.namespace(op.namespace), _validate.key(op.key)): op for op in ops}
         for op in ops:
@@ -379,6 +381,7 @@ class Memory(Reader, Versioned):
     ) -> Transaction:
         """Group writes into one commit: ``with mem.transaction("import") as tx: tx.put(...)``."""
         self.check_writable()
+        _validate.provenance(author, message, (metadata or {}).get("sources", ()))
         return Transaction(self, message, author or self.author, metadata)
 
 
@@ -421,6 +424,7 @@ class Transaction:
     ) -> None:
         """Buffer a put."""
         ns, k = _validate.namespace(namespace), _validate.key(key)
+        _validate.provenance(sources=sources)
         raw = codec.encode_key(ns, k)
         buffered = self.edits.get(raw)
         base = get(self.memory.repo.nodes, self.base.tree, raw) if buffered is None else buffered

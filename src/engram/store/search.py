@@ -251,8 +251,12 @@ def _ranked(index: DocIndex, corpus: _Corpus, request: SearchOp, compiled: Any, 
 
 
 def _best_first(values: npt.NDArray[Any], cand: npt.NDArray[np.bool_], want: int, corpus: _Corpus) -> Iterator[int]:
-    """Candidate positions by descending value (ties by key), selected in growing rounds, so a page
-    costs about its own size even when a filter rejects most of what ranks first."""
+    """Candidate positions by descending value, selected in growing rounds, so a page costs about its
+    own size even when a filter rejects most of what ranks first.
+
+    Equal values go newest first (``updated_at`` descending), then by tree key (namespace, then item
+    key): the order the PostgreSQL engine uses too.
+    """
     idx = np.flatnonzero(cand)
     take = max(4 * want, 64)
     while len(idx):
@@ -263,7 +267,9 @@ def _best_first(values: npt.NDArray[Any], cand: npt.NDArray[np.bool_], want: int
             chosen = vals >= cut  # keep every tie at the cut
         else:
             chosen = np.ones(len(idx), dtype=bool)
-        yield from sorted(idx[chosen].tolist(), key=lambda i: (-float(values[i]), corpus.doc(i).key))
+        yield from sorted(
+            idx[chosen].tolist(), key=lambda i: (-float(values[i]), -int(corpus.updated[i]), corpus.doc(i).key)
+        )
         idx = idx[~chosen]
         take *= 4
 

@@ -155,6 +155,7 @@ class Versioned:
         :class:`ItemConflict` returning the Item to keep, a new value dict, or None to delete.
         """
         self.check_writable()
+        _validate.provenance(author, message)
         source_id = self.repo.resolve(source, self._branch)
         text = message or f"merge {source if isinstance(source, str) else source_id.hex()[:10]} into {self._branch}"
         who = author or self.author
@@ -167,6 +168,7 @@ class Versioned:
     def revert(self, ref: Ref, *, strategy: Strategy = "fail", author: str | None = None) -> Commit:
         """Undo what one commit changed, with a new commit on this branch (by ``author``, default the handle's)."""
         self.check_writable()
+        _validate.provenance(author)
         target = self.repo.resolve(ref, self._branch)
         who = author or self.author
         with item_conflicts():

@@ -1,0 +1,149 @@
+"""Bad input is refused alike on every backend, and never stalls or breaks a search (issue #9)."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from engram import codec
+from engram.errors import (
+    InvalidFilterError,
+    InvalidInputError,
+    InvalidKeyError,
+    InvalidNamespaceError,
+    InvalidRefError,
+    InvalidValueError,
+)
+from engram.objects import Record, encode_record
+from engram.store import Memory
+
+NS = ("docs",)
+CATASTROPHIC = {"text": {"$regex": "(a+)+$"}}
+
+
+def test_regex_catastrophic_pattern_searches_fast(smem: Memory) -> None:
+    with smem.transaction() as tx:
+        tx.put(NS, "long", {"text": "a" * 10_000 + "!"})
+        tx.put(NS, "short", {"text": "a" * 27 + "!"})
+        tx.put(NS, "hit", {"text": "aaa"})
+    smem.search(NS, "a")  # the first search builds the PostgreSQL index: not what is timed
+    for query in (None, "a"):
+        start = time.perf_counter()
+        with _deadline(5.0):  # a backtracking engine would run for ages: fail instead of hanging the run
+            found = smem.search(NS, query, filter=CATASTROPHIC, limit=10)
+        assert time.perf_counter() - start < 0.5
+        assert [item.key for item in found] == (["hit"] if query is None else [])  # "aaa" has no term "a"
+
+
+@contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    """Raise TimeoutError in this (main) thread after ``seconds``."""
+
+    def expire(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+NUL_WRITES: list[tuple[str, Callable[[Memory], Any], type[InvalidInputError]]] = [
+    ("value string", lambda m: m.put(NS, "k", {"text": "a\x00b"}), InvalidValueError),
+    ("nested value string", lambda m: m.put(NS, "k", {"a": [{"b": "\x00"}]}), InvalidValueError),
+    ("value object key", lambda m: m.put(NS, "k", {"a": {"b\x00": 1}}), InvalidValueError),
+    ("item key", lambda m: m.put(NS, "k\x00", {"text": "x"}), InvalidKeyError),
+    ("index field", lambda m: m.put(NS, "k", {"text": "x"}, index=["te\x00xt"]), InvalidInputError),
+    ("namespace label", lambda m: m.put(("do\x00cs",), "k", {"text": "x"}), InvalidNamespaceError),
+    ("get key", lambda m: m.get(NS, "k\x00"), InvalidKeyError),
+    ("search prefix", lambda m: m.search(("\x00",)), InvalidNamespaceError),
+    ("filter field", lambda m: m.search(NS, filter={"te\x00xt": "x"}), InvalidFilterError),
+    ("filter argument", lambda m: m.search(NS, "x", filter={"text": {"$in": ["\x00"]}}), InvalidFilterError),
+    ("filter regex", lambda m: m.search(NS, filter={"text": {"$regex": "\x00"}}), InvalidFilterError),
+    ("branch name", lambda m: m.create_branch("b\x00"), InvalidRefError),
+    ("tag name", lambda m: m.tag("t\x00"), InvalidRefError),
+    ("ref expression", lambda m: m.at("main\x00"), InvalidRefError),
+    ("as-of time", lambda m: m.at("main@{2026-01-01\x00}"), InvalidRefError),
+    ("search at", lambda m: m.search(NS, at="HEAD\x00~1"), InvalidRefError),
+]
+
+
+@pytest.mark.parametrize(("where", "call", "error"), NUL_WRITES, ids=[w for w, _, _ in NUL_WRITES])
+def test_nul_is_refused_alike_on_every_backend(
+    smem: Memory, where: str, call: Callable[[Memory], Any], error: type[InvalidInputError]
+) -> None:
+    smem.put(NS, "k", {"text": "kept"})
+    head = smem.resolve().id
+    with pytest.raises(error, match=r"U\+0000 \(NUL\) cannot be stored") as info:
+        call(smem)
+    assert type(info.value) is error
+    assert smem.resolve().id == head and smem.branches().keys() == {"main"} and not smem.tags()
+    assert [item.key for item in smem.search(NS, "kept")] == ["k"]  # the branch still searches
+
+
+def test_nul_in_a_query_is_just_not_a_word(smem: Memory) -> None:
+    smem.put(NS, "k", {"text": "kept words"})
+    for mode in ("keyword", "hybrid", "semantic"):
+        assert [item.key for item in smem.search(NS, "kept\x00words", mode=mode)] == ["k"]
+
+
+def test_records_with_nul_from_before_the_rule_never_break_a_search(smem: Memory) -> None:
+    smem.put(NS, "plain", {"text": "apples and pears"})
+    now = int(time.time() * 1000)
+    old = Record({"text": "apples\x00 and more", "k\x00": 1, "tags": ["a\x00"]}, now, now, author="old")
+    key = codec.encode_key(NS, "old\x00key")
+    smem.repo.commit_edits("main", {key: encode_record(old)}, author="old", message="written before the rule")
+    assert sorted(item.key for item in smem.search(NS, "apples")) == ["old\x00key", "plain"]
+    assert [item.key for item in smem.search(NS, "apples", filter={"text": {"$regex": "more$"}})] == ["old\x00key"]
+    assert [item.key for item in smem.search(NS, filter={"tags": {"$exists": True}})] == ["old\x00key"]
+
+
+def test_items_many_half_lives_old_still_rank(smem: Memory) -> None:
+    ancient = Record({"text": "an ancient note"}, 0, 0)
+    smem.repo.commit_edits("main", {codec.encode_key(NS, "ancient"): encode_record(ancient)}, author="t", message="m")
+    smem.put(NS, "fresh", {"text": "a fresh note"})
+    for profile in ("recent", "balanced", "similarity"):
+        found = smem.search(NS, "note", profile=profile, explain=True)
+        assert [item.key for item in found] == ["fresh", "ancient"], profile
+
+
+def test_huge_integers_in_values_and_filters(smem: Memory) -> None:
+    big = 10**400
+    smem.put(NS, "big", {"text": "a huge count", "n": big, "confidence": big})
+    smem.put(NS, "small", {"text": "a small count", "n": 1, "confidence": -big})
+    for profile in ("similarity", "balanced", "quality"):
+        found = smem.search(NS, "count", profile=profile, explain=True)
+        assert {item.key for item in found} == {"big", "small"}
+    assert [i.key for i in smem.search(NS, "count", filter={"n": {"$gt": 10**399}})] == ["big"]
+    assert [i.key for i in smem.search(NS, filter={"n": {"$lt": -big}})] == []
+    assert [i.key for i in smem.search(NS, filter={"n": big})] == ["big"]
+    assert smem.get(NS, "big").value["n"] == big  # type: ignore[union-attr]
+
+
+def test_ties_go_newest_first_then_by_namespace_and_key(smem: Memory) -> None:
+    value = {"text": "the same words in every item"}
+    smem.put(("t", "b"), "z", value)
+    time.sleep(0.003)
+    smem.put(("t", "a"), "y", value)
+    time.sleep(0.003)
+    with smem.transaction() as tx:  # one commit: the same updated_at, so namespace then key decide
+        for ns, key in [(("t", "b"), "a"), (("t", "a"), "x"), (("t", "a"), "b"), (("t",), "q")]:
+            tx.put(ns, key, value)
+    expected = [(("t",), "q"), (("t", "a"), "b"), (("t", "a"), "x"), (("t", "b"), "a"), (("t", "a"), "y"),
+                (("t", "b"), "z")]  # fmt: skip
+    for mode in ("keyword", "hybrid", "semantic"):
+        found = smem.search(("t",), "same words", mode=mode, limit=10)
+        assert len({item.score for item in found}) == 1, mode
+        assert [(item.namespace, item.key) for item in found] == expected, mode
+        page = smem.search(("t",), "same words", mode=mode, limit=2, offset=2)
+        assert [(item.namespace, item.key) for item in page] == expected[2:4], mode
+    listed = smem.search(("t",), limit=10)
+    assert [(item.namespace, item.key) for item in listed] == expected
