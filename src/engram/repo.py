@@ -8,6 +8,7 @@ arguments here: the "current branch" is a property of a handle, never of the rep
 from __future__ import annotations
 
 import heapq
+import itertools
 import random
 import threading
 import time
@@ -27,6 +28,7 @@ from engram.errors import (
     MergeConflictError,
     RefExistsError,
     RefNotFoundError,
+    UnavailableError,
 )
 from engram.hashing import ID_SIZE, ChunkId, chunk_id
 from engram.objects import Commit, decode_commit, encode_commit, is_commit
@@ -45,6 +47,8 @@ from engram.tree import (
 HEADS = "heads/"
 TAGS = "tags/"
 MAX_RETRIES = 200
+#: Default of :attr:`Repository.commit_timeout`: a deadline, not a count of lost races that load can exhaust.
+COMMIT_TIMEOUT = 60.0
 #: Chunks written this recently are never collected: a writer may not have moved its ref yet.
 GC_GRACE_MS = 10 * 60 * 1000
 
@@ -255,6 +259,9 @@ class Repository:
 
     # ---------------------------------------------------------------- writing
 
+    #: Seconds a commit may take under contention (waiting its turn, re-applying its edits) before it gives up.
+    commit_timeout: float = COMMIT_TIMEOUT
+
     def commit_edits(
         self,
         branch: str,
@@ -274,14 +281,26 @@ class Repository:
         :class:`ConflictError` and writes nothing; otherwise these edits win (both stay in history).
         ``edits`` may be a function of the head's tree root, called again on every retry (so values
         derived from the current state, like ``created_at``, stay right under contention).
+        Writers of one branch take turns (threads on a lock, processes through ``RefStore.lock`` where the
+        backend queues them); a commit that cannot land within :attr:`commit_timeout` seconds raises
+        :class:`UnavailableError` and writes nothing.
         Returns the new commit, or the head when the edits change nothing.
         """
-        with self._writing(branch):
-            return self._commit_edits(branch, edits, author, message, metadata, base, strict)
+        deadline = time.monotonic() + self.commit_timeout
+        turn = self._writing(branch)
+        if not turn.acquire(timeout=self.commit_timeout):
+            raise UnavailableError(
+                f"gave up after waiting {self.commit_timeout:g} s for the writers of {branch!r}", 1.0
+            )
+        try:
+            with self.refs.lock(HEADS + branch, timeout=max(deadline - time.monotonic(), 0.001)):
+                return self._commit_edits(branch, edits, author, message, metadata, base, strict, deadline)
+        finally:
+            turn.release()
 
     def _writing(self, branch: str) -> threading.RLock:
         """The lock writers of ``branch`` in this process take in turn: threads sharing a repository queue
-        instead of racing each other's compare-and-swap (other processes still race, and retry)."""
+        instead of racing each other's compare-and-swap (other processes queue on the ref store's lock)."""
         with self._lock:
             found = self._branch_locks.get(branch)
             if found is None:
@@ -297,10 +316,11 @@ class Repository:
         metadata: dict[str, Any] | None,
         base: ChunkId | None,
         strict: bool,
+        deadline: float,
     ) -> Commit:
         ref = HEADS + branch
         base_tree: ChunkId | None = None if base is None else self.commit(base).tree
-        for attempt in range(MAX_RETRIES):
+        for attempt in itertools.count(1):
             head = self.head(branch)
             head_commit = self.commit(head)
             if base_tree is None:
@@ -318,8 +338,15 @@ class Repository:
             new = self.commit(cid)
             if self.refs.set(ref, new.id, head, actor=author, reason=f"commit: {message}"):
                 return new
-            time.sleep(random.uniform(0, 0.0005 * min(attempt + 1, 20)))
-        raise ConflictError(f"branch {branch!r} kept moving; gave up after {MAX_RETRIES} attempts")
+            pause = random.uniform(0, 0.0005 * min(attempt, 20))  # writers the ref store cannot queue back off
+            if time.monotonic() + pause > deadline:
+                raise UnavailableError(
+                    f"branch {branch!r} kept moving; gave up after {self.commit_timeout:g} s and {attempt} attempts; "
+                    "nothing was written",
+                    1.0,
+                )
+            time.sleep(pause)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _check_conflicts(
         self, branch: str, base_tree: ChunkId, head_tree: ChunkId, edits: Mapping[bytes, bytes | None]

@@ -7,9 +7,11 @@ contract suites in :mod:`engram.testing`. Single-item helpers are written once h
 from __future__ import annotations
 
 import builtins
+import contextlib
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from engram.errors import ChunkNotFoundError
@@ -124,6 +126,17 @@ class RefStore(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources; the default does nothing."""
+
+    def lock(self, name: str, timeout: float | None = None) -> AbstractContextManager[None]:
+        """Queue with the other writers of ``name``, in every process, until the block ends.
+
+        Fairness only: compare-and-swap stays the correctness mechanism, so a lock that is lost (its
+        holder died) or not taken costs retries, never a write. Waiters are served in turn where the
+        backend can (PostgreSQL: an advisory lock, released with the transaction or the session).
+        ``timeout`` bounds the wait (seconds); a wait that runs out raises
+        :class:`~engram.errors.UnavailableError`. The default takes no lock.
+        """
+        return contextlib.nullcontext()
 
     def delete(self, name: str, expected: ChunkId, *, actor: str = "", reason: str = "") -> bool:
         """Delete a ref if it is now ``expected``."""

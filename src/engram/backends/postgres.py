@@ -3,31 +3,71 @@
 Every row carries the repository (tenant) it belongs to and every query names it, so tenants
 sharing a database never see each other's data. Refs move by compare-and-swap in one statement
 that also appends the reflog entry, so a ref change and its log entry commit together or not at
-all, and many processes writing one branch serialise on the row, not on a lock of ours.
+all. Many processes writing one branch take turns on an advisory lock per ref (fairness: its waiters
+are served in order), while the compare-and-swap keeps every move correct.
 
 The schema is created and upgraded by :func:`migrate` (``engram db migrate``, and on first open):
 an ordered list of migrations recorded in ``engram_schema``, applied under an advisory lock so
 concurrent openers do not race.
+
+Driver errors are translated in one place, :func:`translate_error` (used through :func:`translated`
+and :meth:`PostgresDatabase.connection` by every path that talks to PostgreSQL): input PostgreSQL
+refuses is an :class:`~engram.errors.InvalidInputError`, a database that is down, restarting or
+overloaded an :class:`~engram.errors.UnavailableError`, anything else a
+:class:`~engram.errors.StorageError`. After a lost connection, requests fail fast for a short window
+instead of each waiting for a connection (a small circuit breaker), and one request then probes again.
 """
 
 from __future__ import annotations
 
 import builtins
+import hashlib
 import logging
+import random
 import re
-from collections.abc import Iterable, Iterator, Mapping
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+from engram.backends._pgerrors import (
+    ROLLED_BACK,
+    Breaker,
+    connection_lost,
+    is_driver_error,
+    psycopg_modules,
+    said,
+    sqlstate,
+    translate_error,
+    translated,
+)
 from engram.backends.base import ChunkStore, RefLogEntry, RefStore, now_ms
-from engram.errors import ConfigError, StorageError
+from engram.errors import ConfigError, EngramError, UnavailableError
 from engram.hashing import ChunkId
+
+T = TypeVar("T")
 
 _log = logging.getLogger(__name__)
 
 #: Advisory lock key held while migrating (any constant unique to engram).
 _MIGRATION_LOCK = 0x656E6772616D  # "engram"
+#: First key of the two-key advisory locks that queue the writers of one ref (the second is a hash of
+#: repository and ref name); two-key locks never collide with the one-key migration lock.
+_REF_LOCK_CLASS = 0x656E67  # "eng"
 _PAGE = 1000
+#: Seconds libpq waits for a new connection, unless the URL sets ``connect_timeout`` (libpq's minimum is 2).
+CONNECT_TIMEOUT = 3
+#: Seconds a request waits for a pooled connection before PostgreSQL counts as unavailable.
+ACQUIRE_TIMEOUT = 2.0
+#: Seconds requests fail fast after a lost connection before one of them probes the database again.
+RETRY_WINDOW = 2.0
+#: Seconds the probe (the one request let through after a lost connection) waits for a fresh connection:
+#: shorter than a readiness check, so that one reports what the database said, not a timeout of its own.
+PROBE_TIMEOUT = 0.5
+#: Times a statement or transaction that PostgreSQL rolled back (serialization failure, deadlock) is run.
+ROLLBACK_ATTEMPTS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,57 +134,156 @@ MIGRATIONS: tuple[Migration, ...] = (
 _REPO = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
 
-def _psycopg() -> Any:
-    try:
-        import psycopg
-        import psycopg_pool
-    except ImportError:  # pragma: no cover - depends on the install
-        raise ConfigError("PostgreSQL stores need the postgres extra: pip install 'engram[postgres]'") from None
-    return psycopg, psycopg_pool
-
-
 class PostgresDatabase:
-    """A connection pool on one PostgreSQL database, shared by the stores of one repository."""
+    """A connection pool on one PostgreSQL database, shared by the stores of one repository.
 
-    def __init__(self, url: str, repo: str = "default", *, min_size: int = 1, max_size: int = 16) -> None:
+    Args:
+        url: the connection URL (libpq parameters such as ``connect_timeout`` may be given in it).
+        repo: the repository id every row is keyed by.
+        min_size: connections kept open.
+        max_size: connections at most.
+        timeout: seconds a request waits for a pooled connection before failing as unavailable.
+        connect_timeout: seconds libpq waits for a new connection (unless the URL sets it).
+        retry_window: seconds requests fail fast after a lost connection before one probes again.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        repo: str = "default",
+        *,
+        min_size: int = 1,
+        max_size: int = 16,
+        timeout: float = ACQUIRE_TIMEOUT,
+        connect_timeout: int = CONNECT_TIMEOUT,
+        retry_window: float = RETRY_WINDOW,
+    ) -> None:
         if not _REPO.match(repo):
             raise ConfigError(f"invalid repository id {repo!r}: use 1-128 letters, digits, '-' or '_'")
-        psycopg, psycopg_pool = _psycopg()
+        _, psycopg_pool = psycopg_modules()
         self.url = url
         self.repo = repo
-        self._errors: tuple[type[BaseException], ...] = (psycopg.Error, psycopg_pool.PoolTimeout)
+        self.timeout = timeout
+        self.max_size = max_size
+        self._breaker = Breaker(retry_window)
+        self._busy = 0  # connections held by callers right now
+        self._busy_lock = threading.Lock()
+        kwargs: dict[str, Any] = {"autocommit": True, **_connect_options(url, connect_timeout)}
+        self.pool = psycopg_pool.ConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            kwargs=kwargs,
+            open=False,
+            name=f"engram-{repo}",
+            timeout=timeout,
+            # Give up reconnecting in the background soon: the next request then asks for a connection
+            # at once, instead of waiting out a backoff that grows through a long outage.
+            reconnect_timeout=max(5.0, 2.0 * kwargs.get("connect_timeout", connect_timeout)),
+        )
         try:
-            self.pool = psycopg_pool.ConnectionPool(
-                url,
-                min_size=min_size,
-                max_size=max_size,
-                kwargs={"autocommit": True},
-                open=False,
-                name=f"engram-{repo}",
-            )
-            self.pool.open(wait=True, timeout=15)
-        except self._errors as exc:
-            raise StorageError(f"cannot connect to PostgreSQL at {_redact(url)}: {exc}") from exc
+            with translated(f"cannot connect: PostgreSQL at {_redact(url)}"):
+                self.pool.open(wait=True, timeout=float(kwargs.get("connect_timeout", connect_timeout)) + timeout)
+        except EngramError:
+            self.pool.close()  # its workers would keep reconnecting in the background
+            raise
+
+    @contextmanager
+    def connection(self) -> Iterator[Any]:
+        """A pooled connection (autocommit): every path that talks to PostgreSQL takes one here.
+
+        Driver errors raised inside are translated (:func:`translate_error`). While the database is
+        known to be down this raises :class:`UnavailableError` at once, without waiting for a connection.
+        """
+        probe = self._breaker.admit()
+        answered: bool | None = None  # did the database answer? (None: we cannot tell)
+        try:
+            with self.pool.connection(timeout=min(self.timeout, PROBE_TIMEOUT) if probe else self.timeout) as conn:
+                with self._busy_lock:
+                    self._busy += 1
+                try:
+                    yield conn
+                finally:
+                    with self._busy_lock:
+                        self._busy -= 1
+            answered = True
+        except EngramError:
+            answered = True  # translated by a connection of its own, which judged the database then
+            raise
+        except Exception as exc:
+            if not is_driver_error(exc):
+                answered = True
+                raise
+            error = translate_error(exc)
+            lost, unreachable = connection_lost(exc), self._nobody_connected(exc)
+            answered = not (lost or unreachable)
+            if lost:
+                drain = getattr(self.pool, "drain", None)  # psycopg_pool >= 3.3
+                if drain is not None:
+                    drain()  # its idle siblings are likely dead too: replace them, do not hand them out
+            if not answered:
+                self._breaker.opened(said(exc), suspect=lost and not probe)
+            raise error from exc
+        finally:
+            if answered:
+                self._breaker.closed(probe)
+            elif answered is None and probe:
+                self._breaker.released()
+
+    def _nobody_connected(self, exc: BaseException) -> bool:
+        """A pool timeout while no caller holds a connection: the database is unreachable, not busy."""
+        _, psycopg_pool = psycopg_modules()
+        return isinstance(exc, psycopg_pool.PoolTimeout) and self._busy == 0
+
+    def transaction(self, work: Callable[[Any], T]) -> T:
+        """Run ``work(conn)`` in one transaction, run again when PostgreSQL rolls it back
+        (serialization failure, deadlock): the whole transaction is undone then, so it is safe."""
+        return self._attempts(work, transaction=True)
 
     def run(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
         """Run one statement and return its rows (an empty list for statements without rows)."""
-        try:
-            with self.pool.connection() as conn:
-                cur = conn.execute(sql, params)
-                return cur.fetchall() if cur.description is not None else []
-        except self._errors as exc:
-            raise StorageError(f"PostgreSQL: {exc}") from exc
+
+        def work(conn: Any) -> list[tuple[Any, ...]]:
+            cur = conn.execute(sql, params)
+            return cur.fetchall() if cur.description is not None else []
+
+        return self._attempts(work, transaction=False)
 
     def rowcount(self, sql: str, params: Any = None) -> int:
         """Run one statement and return how many rows it changed."""
-        try:
-            with self.pool.connection() as conn:
-                return int(conn.execute(sql, params).rowcount)
-        except self._errors as exc:
-            raise StorageError(f"PostgreSQL: {exc}") from exc
+        return self._attempts(lambda conn: int(conn.execute(sql, params).rowcount), transaction=False)
+
+    def _attempts(self, work: Callable[[Any], T], *, transaction: bool) -> T:
+        for attempt in range(1, ROLLBACK_ATTEMPTS + 1):
+            try:
+                with self.connection() as conn:
+                    if not transaction:
+                        return work(conn)
+                    with conn.transaction():
+                        return work(conn)
+            except UnavailableError as exc:
+                if attempt == ROLLBACK_ATTEMPTS or not sqlstate(exc.__cause__ or exc).startswith(ROLLED_BACK):
+                    raise
+                time.sleep(random.uniform(0, 0.01 * attempt))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @property
+    def available(self) -> bool:
+        """False while requests fail fast after a lost connection."""
+        return not self._breaker.open
 
     def close(self) -> None:
         self.pool.close()
+
+
+def _connect_options(url: str, connect_timeout: int) -> dict[str, Any]:
+    """Connection keywords: our ``connect_timeout`` unless the URL sets its own."""
+    psycopg, _ = psycopg_modules()
+    try:
+        given = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.Error as exc:
+        raise ConfigError(f"invalid PostgreSQL URL {_redact(url)}: {said(exc)}") from None
+    return {} if "connect_timeout" in given else {"connect_timeout": connect_timeout}
 
 
 def _redact(url: str) -> str:
@@ -156,45 +295,46 @@ def migrate(url: str, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[Mi
 
     ``migrations`` defaults to the core schema; features that need an extension (search needs
     pgvector) bring their own list, with version numbers of their own range."""
-    psycopg, _ = _psycopg()
-    try:
-        with psycopg.connect(url) as conn, conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+    psycopg, _ = psycopg_modules()
+    with (
+        translated(f"migrating {_redact(url)}: PostgreSQL"),
+        psycopg.connect(url, **_connect_options(url, CONNECT_TIMEOUT)) as conn,
+        conn.transaction(),
+    ):
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS engram_schema (version int PRIMARY KEY, description text NOT NULL, "
+            "applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        done = {row[0] for row in conn.execute("SELECT version FROM engram_schema")}
+        applied = []
+        for migration in migrations:
+            if migration.version in done:
+                continue
+            conn.execute(migration.sql)
             conn.execute(
-                "CREATE TABLE IF NOT EXISTS engram_schema (version int PRIMARY KEY, description text NOT NULL, "
-                "applied_at timestamptz NOT NULL DEFAULT now())"
+                "INSERT INTO engram_schema (version, description) VALUES (%s, %s)",
+                (migration.version, migration.description),
             )
-            done = {row[0] for row in conn.execute("SELECT version FROM engram_schema")}
-            applied = []
-            for migration in migrations:
-                if migration.version in done:
-                    continue
-                conn.execute(migration.sql)
-                conn.execute(
-                    "INSERT INTO engram_schema (version, description) VALUES (%s, %s)",
-                    (migration.version, migration.description),
-                )
-                applied.append(migration)
-            return applied
-    except psycopg.Error as exc:
-        raise StorageError(f"migrating {_redact(url)} failed: {exc}") from exc
+            applied.append(migration)
+        return applied
 
 
 def schema_version(url: str, migrations: tuple[Migration, ...] = MIGRATIONS) -> int:
     """The newest of ``migrations`` applied to the database (0 when none is)."""
-    psycopg, _ = _psycopg()
-    try:
-        with psycopg.connect(url) as conn:
-            exists = conn.execute("SELECT to_regclass('engram_schema') IS NOT NULL").fetchone()
-            if not exists or not exists[0]:
-                return 0
-            row = conn.execute(
-                "SELECT coalesce(max(version), 0) FROM engram_schema WHERE version = ANY(%s)",
-                ([m.version for m in migrations],),
-            ).fetchone()
-            return int(row[0]) if row else 0
-    except psycopg.Error as exc:
-        raise StorageError(f"PostgreSQL: {exc}") from exc
+    psycopg, _ = psycopg_modules()
+    with (
+        translated(f"PostgreSQL at {_redact(url)}"),
+        psycopg.connect(url, **_connect_options(url, CONNECT_TIMEOUT)) as conn,
+    ):
+        exists = conn.execute("SELECT to_regclass('engram_schema') IS NOT NULL").fetchone()
+        if not exists or not exists[0]:
+            return 0
+        row = conn.execute(
+            "SELECT coalesce(max(version), 0) FROM engram_schema WHERE version = ANY(%s)",
+            ([m.version for m in migrations],),
+        ).fetchone()
+        return int(row[0]) if row else 0
 
 
 class PostgresChunkStore(ChunkStore):
@@ -281,6 +421,45 @@ class PostgresRefStore(RefStore):
         self.repo = db.repo
         #: Called in the transaction of every branch move (``heads/...``) when set.
         self.hook: RefMoveHook | None = None
+        # A held lock keeps a connection: leave at least half of the pool to the work done under locks.
+        self._lock_slots = threading.BoundedSemaphore(max(1, db.max_size // 2))
+        self._held = threading.local()
+
+    @contextmanager
+    def lock(self, name: str, timeout: float | None = None) -> Iterator[None]:
+        """Queue with the writers of ``name`` in every process: a transaction-scoped advisory lock keyed by
+        (repository, ref), held on a connection of its own until the block ends.
+
+        PostgreSQL grants a lock's waiters in turn, so no writer starves; the lock ends with its
+        transaction (the pooled connection is never returned holding it) or with the session of a
+        process that died. When half of the pool already holds locks, the block runs unqueued (its
+        compare-and-swap still keeps it correct). A thread that holds the lock may take it again.
+        """
+        held: set[str] = self._held.__dict__.setdefault("names", set())
+        if name in held or not self._lock_slots.acquire(blocking=False):
+            yield
+            return
+        try:
+            with self.db.connection() as conn, conn.transaction():
+                wait = "0" if timeout is None else f"{max(1, round(timeout * 1000))}ms"  # 0: no limit
+                try:  # the timeout is set before the lock is asked for (one round trip for both)
+                    conn.execute(
+                        "SELECT pg_advisory_xact_lock(%s, %s) FROM (SELECT set_config('lock_timeout', %s, true)) AS t",
+                        (_REF_LOCK_CLASS, _ref_key(self.repo, name), wait),
+                    )
+                except Exception as exc:
+                    if sqlstate(exc) != "55P03":
+                        raise
+                    raise UnavailableError(
+                        f"gave up after waiting {timeout:.1f} s behind the other writers of {name!r}", 1.0
+                    ) from exc
+                held.add(name)
+                try:
+                    yield
+                finally:
+                    held.discard(name)
+        finally:
+            self._lock_slots.release()
 
     def get(self, name: str) -> ChunkId | None:
         rows = self.db.run("SELECT value FROM engram_refs WHERE repo = %s AND name = %s", (self.repo, name))
@@ -318,14 +497,14 @@ class PostgresRefStore(RefStore):
         if hook is None or not name.startswith("heads/"):
             return bool(self.db.run(sql, values))
         prepared = hook.prepare(name, expected, new)
-        try:
-            with self.db.pool.connection() as conn, conn.transaction():
-                moved = bool(conn.execute(sql, values).fetchall())
-                if moved:
-                    hook.apply(conn, name, expected, new, prepared)
-                return moved
-        except self.db._errors as exc:
-            raise StorageError(f"PostgreSQL: {exc}") from exc
+
+        def move(conn: Any) -> bool:
+            moved = bool(conn.execute(sql, values).fetchall())
+            if moved:
+                hook.apply(conn, name, expected, new, prepared)
+            return moved
+
+        return self.db.transaction(move)
 
     def list(self, prefix: str = "") -> dict[str, ChunkId]:
         rows = self.db.run(
@@ -364,12 +543,21 @@ class PostgresRefStore(RefStore):
         self.db.close()
 
 
-def open_postgres(url: str, repo: str = "default") -> tuple[PostgresChunkStore, PostgresRefStore]:
-    """Stores of repository ``repo`` in the database at ``url``, migrating the schema first if needed."""
+def _ref_key(repo: str, name: str) -> int:
+    """The second key of a ref's advisory lock: a stable signed 32-bit hash of (repository, ref name)."""
+    digest = hashlib.blake2b(f"{repo}\x00{name}".encode(errors="surrogatepass"), digest_size=4).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def open_postgres(url: str, repo: str = "default", **options: Any) -> tuple[PostgresChunkStore, PostgresRefStore]:
+    """Stores of repository ``repo`` in the database at ``url``, migrating the schema first if needed.
+
+    ``options`` go to :class:`PostgresDatabase` (pool sizes, ``timeout``, ``connect_timeout``, ``retry_window``).
+    """
     if schema_version(url) < MIGRATIONS[-1].version:
         for migration in migrate(url):
             _log.info("applied engram migration %d: %s", migration.version, migration.description)
-    db = PostgresDatabase(url, repo)
+    db = PostgresDatabase(url, repo, **options)
     db.run("INSERT INTO engram_repos (repo) VALUES (%s) ON CONFLICT DO NOTHING", (repo,))
     return PostgresChunkStore(db), PostgresRefStore(db)
 
@@ -384,4 +572,6 @@ __all__ = [
     "migrate",
     "open_postgres",
     "schema_version",
+    "translate_error",
+    "translated",
 ]

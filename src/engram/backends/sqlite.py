@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from engram.backends.base import ChunkStore, RefLogEntry, RefStore, now_ms
-from engram.errors import StorageError
+from engram.errors import EngramError, InvalidInputError, StorageError, UnavailableError
 from engram.hashing import ChunkId
 
 T = TypeVar("T")
@@ -41,6 +41,22 @@ CREATE INDEX IF NOT EXISTS reflog_name_time ON reflog (name, time, seq);
 """
 
 _BATCH = 500  # ids per IN (...) query; SQLite allows 32766 parameters
+
+# SQLite's primary result codes (https://sqlite.org/rescode.html).
+_BUSY, _LOCKED, _TOOBIG = 5, 6, 18
+
+
+def translate_error(exc: sqlite3.Error, context: str) -> EngramError:
+    """The engram error for a sqlite3 error: another writer holding the database past the busy
+    timeout is :class:`UnavailableError` (retry later); a value over SQLite's limits is
+    :class:`InvalidInputError`; anything else (disk I/O, a corrupt or closed file) is :class:`StorageError`."""
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    text = str(exc)
+    if code in (_BUSY, _LOCKED) or "database is locked" in text or "database is busy" in text:
+        return UnavailableError(f"{context} is busy (another writer holds it): {text}", 1.0)
+    if code == _TOOBIG or isinstance(exc, sqlite3.DataError):
+        return InvalidInputError(f"{context} refused the input: {text}")
+    return StorageError(f"{context}: {text}")
 
 
 class SqliteDatabase:
@@ -71,7 +87,7 @@ class SqliteDatabase:
             self._conn.execute("PRAGMA wal_autocheckpoint=16384")  # backstop: 64 MB
             self._conn.executescript(_SCHEMA)
         except sqlite3.Error as exc:
-            raise StorageError(f"cannot open SQLite store at {self.path}: {exc}") from exc
+            raise translate_error(exc, f"cannot open SQLite store at {self.path}") from exc
         self._checkpointer: threading.Thread | None = None
         if self.path != ":memory:":
             self._checkpointer = threading.Thread(
@@ -109,7 +125,7 @@ class SqliteDatabase:
                 with contextlib.suppress(sqlite3.Error):
                     if self._conn.in_transaction:
                         self._conn.execute("ROLLBACK")
-                raise StorageError(f"SQLite store {self.path}: {exc}") from exc
+                raise translate_error(exc, f"SQLite store {self.path}") from exc
 
     def __del__(self) -> None:
         self._stop.set()

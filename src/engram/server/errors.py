@@ -27,7 +27,6 @@ from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from engram import codec
 from engram.errors import (
     AmbiguousRefError,
     AuthenticationError,
@@ -53,7 +52,7 @@ from engram.errors import (
     StorageError,
     UnavailableError,
 )
-from engram.objects import decode_record
+from engram.store.serialize import conflict_json
 
 log = logging.getLogger("engram.server")
 
@@ -78,7 +77,7 @@ STATUS: dict[type[EngramError], tuple[int, str]] = {
     AuthenticationError: (401, "unauthorized"),
     PermissionDeniedError: (403, "forbidden"),
     UnavailableError: (503, "storage_unavailable"),
-    StorageError: (503, "storage_unavailable"),
+    StorageError: (500, "storage_error"),  # a real backend fault; a dependency that is down is an UnavailableError
     EmbedderError: (503, "embedder_unavailable"),
     ConfigError: (500, "config_error"),
     EngramError: (500, "engram_error"),
@@ -145,35 +144,24 @@ def status_of(exc: EngramError) -> tuple[int, str]:
     return STATUS[EngramError]
 
 
-def _side(data: bytes | None) -> dict[str, Any] | None:
-    return None if data is None else decode_record(data).value
+#: At most this many conflicts are listed in an error's details (the count is always given).
+MAX_CONFLICTS = 50
 
 
 def _details(exc: EngramError) -> Any:
     if not isinstance(exc, MergeConflictError):
         return None
-    conflicts = []
-    for conflict in exc.conflicts:
-        namespace, key = codec.decode_key(conflict.key)
-        conflicts.append(
-            {
-                "namespace": list(namespace),
-                "key": key,
-                "base": _side(conflict.base),
-                "ours": _side(conflict.ours),
-                "theirs": _side(conflict.theirs),
-            }
-        )
-    return {"conflicts": conflicts}
+    shown = [conflict_json(c) for c in exc.conflicts[:MAX_CONFLICTS]]
+    return {"conflict_count": len(exc.conflicts), "conflicts": shown}
 
 
 async def _engram_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, EngramError)
     status, code = status_of(exc)
     headers: dict[str, str] = {}
-    if isinstance(exc, PermissionDeniedError):
+    if isinstance(exc, PermissionDeniedError | AuthenticationError):
         code = exc.code
-    elif isinstance(exc, AuthenticationError):
+    if isinstance(exc, AuthenticationError):
         headers["WWW-Authenticate"] = "Bearer"
     elif isinstance(exc, UnavailableError | EmbedderError):
         headers["Retry-After"] = str(max(1, math.ceil(getattr(exc, "retry_after", None) or 1)))

@@ -33,7 +33,7 @@ import numpy.typing as npt
 from engram import codec
 from engram.backends.postgres import Migration, PostgresDatabase, migrate, schema_version
 from engram.embed.base import Embedder
-from engram.errors import EmbedderError, StorageError
+from engram.errors import EmbedderError, InvalidInputError, StorageError
 from engram.hashing import ChunkId
 from engram.index import text as analysis
 from engram.index.cache import QueryVectors, VectorCache, embed_through
@@ -173,6 +173,27 @@ def _tsvector(terms: Iterable[str]) -> str:
     return " ".join(_lexeme(t) for t in terms)
 
 
+def _jsonb_text(value: dict[str, Any]) -> str:
+    """An item value as JSON that PostgreSQL's JSONB accepts, for the filter pre-filter.
+
+    JSONB cannot hold U+0000, which engram refuses on input, but a record written before that rule may
+    have it: such strings lose it here, and object keys holding it are left out (no filter can name
+    them), so one old record can never make a search fail. The record itself is untouched.
+    """
+    text = json.dumps(value)
+    return text if "\\u0000" not in text else json.dumps(_without_nul(value))
+
+
+def _without_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "")
+    if isinstance(value, dict):
+        return {k: _without_nul(v) for k, v in value.items() if "\x00" not in k}
+    if isinstance(value, list):
+        return [_without_nul(v) for v in value]
+    return value
+
+
 def _vector_text(vector: npt.NDArray[np.float32]) -> str:
     return "[" + ",".join(repr(float(x)) for x in vector) + "]"
 
@@ -279,14 +300,14 @@ class PgSearch:
         batch: list[tuple[Any, ...]] = []
         vectors: list[tuple[Any, ...]] = []
         for doc, vector in zip(plan.added, plan.vectors, strict=True):
-            counts = Counter(doc.terms) if doc.indexed else Counter()
+            counts = Counter(t for t in doc.terms if "\x00" not in t) if doc.indexed else Counter()
             if doc.indexed:
                 docs += 1
                 length += len(doc.terms)
                 df.update(counts.keys())
             record = doc.record
             batch.append((
-                repo, branch, doc.key, _ns_path(doc.namespace), doc.data, json.dumps(record.value),
+                repo, branch, doc.key, _ns_path(doc.namespace), doc.data, _jsonb_text(record.value),
                 record.updated_at, record.expires_at, confidence_of(record.value), doc.indexed, sum(counts.values()),
                 list(counts), [float(n) for n in counts.values()], _tsvector(counts),
             ))  # fmt: skip
@@ -363,7 +384,7 @@ class PgSearch:
         current = self.repo.refs.get(HEADS + branch)
         target = self.repo.commit(current).tree if current is not None else root
         plan = self._plan(start, target)  # read and embed before holding a connection and a row lock
-        with self.db.pool.connection() as conn, conn.transaction():
+        with self.db.connection() as conn, conn.transaction():
             conn.execute(
                 "INSERT INTO engram_index_heads (repo, branch, root, model, fields) VALUES (%s, %s, %s, %s, %s) "
                 "ON CONFLICT DO NOTHING",
@@ -384,7 +405,7 @@ class PgSearch:
         """Drop the branch's rows and index ``root`` again (``engram reindex``); returns the item count."""
         empty = empty_tree(self.repo.nodes)
         plan = self._plan(empty, root)
-        with self.db.pool.connection() as conn, conn.transaction():
+        with self.db.connection() as conn, conn.transaction():
             self._drop(conn, branch)
             conn.execute(
                 "INSERT INTO engram_index_heads (repo, branch, root, model, fields) VALUES (%s, %s, %s, %s, %s)",
@@ -403,7 +424,7 @@ class PgSearch:
         try:
             if not self.ensure(branch, root):
                 return None
-        except StorageError as exc:
+        except (StorageError, InvalidInputError) as exc:  # down, or refusing data the store holds
             _log.warning("searching %s in process: the PostgreSQL index is unavailable (%s)", branch, exc)
             return None
         return _Query(self, branch, request, compiled, now).run()
@@ -506,12 +527,18 @@ class _Query:
             )
         profile = get_profile(request.profile)
         self.params.update(ws=profile.similarity, wc=profile.confidence, wr=profile.recency, hl=profile.half_life_hours)
-        recency = "power(0.5::float8, greatest(%(now)s - updated, 0)::float8 / 3600000.0::float8 / %(hl)s::float8)"
+        # The exponent is capped: 0.5 ** 1000 is 0 for ranking, and PostgreSQL raises "underflow" where a
+        # float would reach 0 (an item 1,075 half-lives old made every search of its branch fail).
+        recency = (
+            "power(0.5::float8, least(greatest(%(now)s - updated, 0)::float8 / 3600000.0::float8 / %(hl)s::float8, "
+            "1000.0::float8))"
+        )
         min_score = ""
         if request.min_score is not None:
             self.params["min_score"] = request.min_score
             min_score = "AND final >= %(min_score)s::float8 "
         # Scores over narrow rows, computed once (a materialized CTE); records are fetched for the page only.
+        # Equal scores: newest first, then by tree key (namespace, then item key), as the in-process engine.
         sql = (
             f"WITH c AS MATERIALIZED (SELECT key, updated, confidence::float8 AS confidence, length::float8 AS len"
             f"{tfs}, ({cos})::float8 AS cos, ({self.filter_sql}) AS ok FROM engram_docs {vectors}"
@@ -522,10 +549,10 @@ class _Query:
             f"s AS (SELECT *, coalesce({sim}, 0) AS sim FROM w), "
             f"r AS (SELECT *, %(ws)s::float8 * sim + %(wc)s::float8 * confidence + %(wr)s::float8 * rec AS final "
             f"FROM (SELECT *, {recency} AS rec FROM s) x), "
-            f"top AS (SELECT * FROM r WHERE ok {min_score}ORDER BY final DESC, key LIMIT %(n)s) "
+            f"top AS (SELECT * FROM r WHERE ok {min_score}ORDER BY final DESC, updated DESC, key LIMIT %(n)s) "
             f"SELECT top.key, d.record, kw, cos, kwlo, kwhi, cslo, cshi, final, rec FROM top "
             f"JOIN engram_docs d ON d.repo = %(repo)s AND d.branch = %(branch)s AND d.key = top.key "
-            f"ORDER BY final DESC, top.key"
+            f"ORDER BY final DESC, top.updated DESC, top.key"
         )
 
         def explain(row: tuple[Any, ...]) -> dict[str, Any]:
@@ -587,7 +614,7 @@ class _Query:
     def _nearest(self, qvec: npt.NDArray[np.float32]) -> list[bytes]:
         dim = len(qvec)
         want = max(ANN_CANDIDATES, 4 * (self.request.offset + self.request.limit))
-        with self.s.db.pool.connection() as conn, conn.transaction():
+        with self.s.db.connection() as conn, conn.transaction():
             conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             conn.execute(f"SET LOCAL hnsw.ef_search = {max(want, 40)}")
             rows = conn.execute(
@@ -601,12 +628,9 @@ class _Query:
 
     def _fetch(self, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         """Rows of the search query, with room to rank every candidate in memory (no temp files)."""
-        try:
-            with self.s.db.pool.connection() as conn, conn.transaction():
-                conn.execute("SET LOCAL work_mem = '64MB'")
-                return list(conn.execute(sql, params).fetchall())
-        except self.s.db._errors as exc:
-            raise StorageError(f"PostgreSQL: {exc}") from exc
+        with self.s.db.connection() as conn, conn.transaction():
+            conn.execute("SET LOCAL work_mem = '64MB'")
+            return list(conn.execute(sql, params).fetchall())
 
     def _page(
         self, sql: str, explain: Callable[[tuple[Any, ...]], dict[str, Any]] | None, *, scored: bool = False
@@ -654,8 +678,11 @@ class _FilterSql:
     """A compiled filter as a parameterized SQL pre-filter on ``value`` (SQL/JSON path, lax mode).
 
     Every clause is a superset of the MongoDB semantics (the exact filter runs on the ranked rows
-    afterwards); negations, regular expressions, sizes, string ranges and numeric path labels, whose
-    SQL/JSON meaning differs, become TRUE.
+    afterwards); negations, sizes, string ranges and numeric path labels, whose SQL/JSON meaning
+    differs, become TRUE, and so do numbers beyond +-2**53 (JSONB compares the decimal a float is
+    written as, Python the float's exact binary value: past 2**53 an integer can fall between the two).
+    ``$regex`` is TRUE too, never PostgreSQL's backtracking regular expressions: RE2 decides it in
+    Python, in time linear in the text.
     """
 
     def __init__(self, params: dict[str, Any]) -> None:
@@ -693,7 +720,7 @@ class _FilterSql:
         return "TRUE"
 
     def _eq(self, path: str, arg: Any) -> str:
-        if arg is None or isinstance(arg, list | dict) or (isinstance(arg, float) and not math.isfinite(arg)):
+        if arg is None or isinstance(arg, list | dict) or (_numeric(arg) and not _number(arg)):
             return "TRUE"
         return self._exists(path, "@ == $v", arg)
 
@@ -705,9 +732,18 @@ class _FilterSql:
         return f"jsonb_path_exists(value, %({key})s::jsonpath, %({key}v)s::jsonb)"
 
 
+#: Numbers this far from zero compare the same in JSONB and in Python (beyond, the clause is TRUE).
+EXACT_LIMIT = 2**53
+
+
+def _numeric(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _number(value: Any) -> bool:
-    """A finite JSON number (infinities, which JSON cannot carry, make the clause TRUE instead)."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """A JSON number that JSONB compares as Python does: finite (JSON cannot carry infinities) and
+    within +-2**53 (an integer of any size is fine for both, but not next to a float that large)."""
+    return _numeric(value) and -EXACT_LIMIT < value < EXACT_LIMIT
 
 
 __all__ = ["SEARCH_MIGRATIONS", "PgSearch", "has_pgvector"]

@@ -1,0 +1,162 @@
+"""PostgreSQL's errors in engram's terms, and the breaker that fails fast while the database is down.
+
+Private to :mod:`engram.backends.postgres` (which re-exports :func:`translate_error` and
+:func:`translated`): the one place that decides what a driver error means.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from engram.errors import ConfigError, EngramError, InvalidInputError, StorageError, UnavailableError
+
+
+def psycopg_modules() -> Any:
+    """The ``psycopg`` and ``psycopg_pool`` modules, or a :class:`ConfigError` saying how to install them."""
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError:  # pragma: no cover - depends on the install
+        raise ConfigError("PostgreSQL stores need the postgres extra: pip install 'engram[postgres]'") from None
+    return psycopg, psycopg_pool
+
+
+#: SQLSTATEs (classes by their first two characters) that mean "the database is down, restarting or
+#: overloaded: the same request may succeed later": connection exceptions, insufficient resources,
+#: operator intervention (shutdown, cannot connect now, statement timeout), serialization failure,
+#: deadlock, lock not available.
+_UNAVAILABLE = ("08", "53", "57", "40001", "40P01", "55P03")
+#: ... and those that mean the connection itself is gone or refused (they open the breaker).
+_CONNECTION_LOST = ("08", "57P01", "57P02", "57P03", "53300")
+#: Data exceptions (class 22: bad encoding, NUL, numbers out of range, bad text) and program limits
+#: exceeded (class 54: a value too large to index): input PostgreSQL refuses.
+_BAD_INPUT = ("22", "54")
+ROLLED_BACK = ("40001", "40P01")
+
+
+def sqlstate(exc: BaseException) -> str:
+    """The SQLSTATE of a driver error ("" for errors raised by the client, such as a refused connection)."""
+    return str(getattr(exc, "sqlstate", None) or "")
+
+
+def said(exc: BaseException) -> str:
+    """What PostgreSQL said: its primary message and detail (never the statement or its parameters)."""
+    diag = getattr(exc, "diag", None)
+    primary = getattr(diag, "message_primary", None)
+    if not primary:
+        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    detail = getattr(diag, "message_detail", None)
+    return f"{primary} ({detail})" if detail else str(primary)
+
+
+def is_driver_error(exc: BaseException) -> bool:
+    """True for the errors of psycopg and psycopg_pool (the ones :func:`translate_error` translates)."""
+    psycopg, _ = psycopg_modules()
+    return isinstance(exc, psycopg.Error)
+
+
+def translate_error(exc: BaseException, context: str = "PostgreSQL") -> EngramError:
+    """The engram error for a driver error: the one place that decides what a PostgreSQL failure means.
+
+    Input PostgreSQL refuses (data exceptions, values over its limits) is an :class:`InvalidInputError`
+    (the caller's to fix, HTTP 422); a database that is unreachable, restarting, overloaded, or that
+    rolled a transaction back is an :class:`UnavailableError` (retry later, HTTP 503); anything else is
+    a :class:`StorageError` (a real backend fault, HTTP 500).
+    """
+    psycopg, psycopg_pool = psycopg_modules()
+    state, text = sqlstate(exc), said(exc)
+    if isinstance(exc, psycopg.DataError) or state.startswith(_BAD_INPUT):
+        return InvalidInputError(f"{context} refused the input: {text}")
+    if isinstance(exc, psycopg_pool.PoolClosed):
+        return StorageError(f"{context}: the store is closed ({text})")
+    if isinstance(exc, psycopg_pool.PoolTimeout | psycopg_pool.TooManyRequests):
+        return UnavailableError(f"{context} is unavailable: no connection was free in time ({text})", 1.0)
+    if state.startswith(_UNAVAILABLE) or (isinstance(exc, psycopg.OperationalError) and not state):
+        return UnavailableError(f"{context} is unavailable: {text}", 1.0)
+    return StorageError(f"{context}: {text}")
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """True when ``exc`` says the connection failed or broke (not that one statement failed)."""
+    psycopg, psycopg_pool = psycopg_modules()
+    if isinstance(exc, psycopg_pool.PoolClosed | psycopg_pool.TooManyRequests | psycopg_pool.PoolTimeout):
+        return False  # a pool timeout is judged by the caller (is anyone holding a connection?)
+    state = sqlstate(exc)
+    return state.startswith(_CONNECTION_LOST) or (isinstance(exc, psycopg.OperationalError) and not state)
+
+
+@contextmanager
+def translated(context: str = "PostgreSQL") -> Iterator[None]:
+    """Translate the driver errors raised inside into engram's errors (see :func:`translate_error`)."""
+    try:
+        yield
+    except EngramError:
+        raise
+    except Exception as exc:
+        if not is_driver_error(exc):
+            raise
+        raise translate_error(exc, context) from exc
+
+
+class Breaker:
+    """Closed -> open -> half-open, as a small circuit breaker.
+
+    When a connection breaks, the breaker goes half-open at once: the next caller (the probe) asks for
+    a fresh connection while the others fail fast. When the probe (or any caller) cannot get one, the
+    breaker opens: every caller fails fast for ``window`` seconds, then it is half-open again. Any
+    answer from the database closes it.
+    """
+
+    def __init__(self, window: float) -> None:
+        self.window = window
+        self._lock = threading.Lock()
+        self._until: float | None = None  # None: closed; else open until this monotonic time
+        self._probing = False
+        self._reason = ""
+
+    def admit(self) -> bool:
+        """Let a caller through (True: it is the probe), or raise :class:`UnavailableError`."""
+        with self._lock:
+            if self._until is None:
+                return False
+            now = time.monotonic()
+            if now < self._until or self._probing:
+                wait = max(self._until - now, 0.0)
+                raise UnavailableError(
+                    f"PostgreSQL is unavailable ({self._reason}); trying it again in {wait:.1f} s", max(wait, 1.0)
+                )
+            self._probing = True
+            return True
+
+    def opened(self, reason: str, *, suspect: bool = False) -> None:
+        """The database did not answer: fail fast for the window (``suspect``: a connection broke,
+        so let the next caller probe at once)."""
+        with self._lock:
+            if suspect and self._until is not None and not self._probing:
+                return  # already open: a stale connection breaking says nothing new
+            if self._until is None:
+                self._reason = reason  # the first failure says most: a probe that fails just times out
+            self._until = time.monotonic() + (0.0 if suspect else self.window)
+            self._probing = False
+
+    def closed(self, probe: bool) -> None:
+        """The database answered (``probe``: this caller was the probe)."""
+        if probe or self._until is not None:
+            with self._lock:
+                if probe or not self._probing:
+                    self._until = None
+                    self._probing = False
+
+    def released(self) -> None:
+        """The probe ended without telling whether the database answered: the next caller probes."""
+        with self._lock:
+            self._probing = False
+
+    @property
+    def open(self) -> bool:
+        """True while callers fail fast (or one probes)."""
+        return self._until is not None
