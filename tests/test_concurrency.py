@@ -19,9 +19,7 @@ import pytest
 from processes import race
 
 import engram
-from engram import codec
 from engram.backends import open_sqlite
-from engram.objects import decode_record
 from engram.repo import HEADS, Repository
 from engram.store.connect import open_repository
 from engram.store.memory import Memory
@@ -275,11 +273,11 @@ def test_transaction_same_key_second_commit_conflicts(tmp_path: Path) -> None:
             tx_b.put(NS, "bob-only", {"v": "bob"})  # no conflict of its own, still not written
 
         conflicts = info.value.conflicts
-        assert [c.key for c in conflicts] == [codec.encode_key(NS, "shared")]
+        assert [(c.namespace, c.key) for c in conflicts] == [(NS, "shared")]  # item-level conflicts
         (conflict,) = conflicts
-        assert conflict.base is not None and decode_record(conflict.base).value == {"v": "seed"}
-        assert conflict.ours is not None and decode_record(conflict.ours).value == {"v": "alice"}
-        assert conflict.theirs is not None and decode_record(conflict.theirs).value == {"v": "bob"}
+        assert conflict.base is not None and conflict.base.value == {"v": "seed"}
+        assert conflict.ours is not None and conflict.ours.value == {"v": "alice"}
+        assert conflict.theirs is not None and conflict.theirs.value == {"v": "bob"}
         assert tx_b.commit is None
         for mem in (a, b):
             assert mem.head.id == before.id
@@ -339,7 +337,7 @@ def test_transaction_conflicts_with_concurrent_put(tmp_path: Path) -> None:
         winner = b.put(NS, "k", {"v": "put"})
         with pytest.raises(engram.MergeConflictError) as info, tx:
             pass
-        assert [c.key for c in info.value.conflicts] == [codec.encode_key(NS, "k")]
+        assert [(c.namespace, c.key) for c in info.value.conflicts] == [(NS, "k")]
         assert a.head.id == winner.id
         item = a.get(NS, "k")
         assert item is not None and item.value == {"v": "put"}

@@ -142,6 +142,7 @@ class Repository:
 
     def head(self, branch: str) -> ChunkId:
         """The head commit id of a branch."""
+        _refs.refuse_nul(branch, "branch name")
         cid = self.refs.get(HEADS + branch)
         if cid is None:
             raise RefNotFoundError(f"branch {branch!r} does not exist; branches: {self._names(HEADS)}")
@@ -244,6 +245,7 @@ class Repository:
 
     def delete_tag(self, name: str, author: str = "") -> None:
         """Delete a tag."""
+        _refs.refuse_nul(name, "tag name")
         current = self.refs.get(TAGS + name)
         if current is None:
             raise RefNotFoundError(f"tag {name!r} does not exist; tags: {self._names(TAGS)}")

@@ -21,6 +21,7 @@ instead of each waiting for a connection (a small circuit breaker), and one requ
 from __future__ import annotations
 
 import builtins
+import copy
 import hashlib
 import logging
 import random
@@ -29,7 +30,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from engram.backends._pgerrors import (
@@ -43,6 +43,16 @@ from engram.backends._pgerrors import (
     translate_error,
     translated,
 )
+from engram.backends._pgschema import (
+    CONNECT_TIMEOUT,
+    MIGRATIONS,
+    Migration,
+    connect_options,
+    ensure_schema,
+    migrate,
+    redact,
+    schema_version,
+)
 from engram.backends.base import ChunkStore, RefLogEntry, RefStore, now_ms
 from engram.errors import ConfigError, EngramError, UnavailableError
 from engram.hashing import ChunkId
@@ -52,13 +62,11 @@ T = TypeVar("T")
 _log = logging.getLogger(__name__)
 
 #: Advisory lock key held while migrating (any constant unique to engram).
-_MIGRATION_LOCK = 0x656E6772616D  # "engram"
 #: First key of the two-key advisory locks that queue the writers of one ref (the second is a hash of
 #: repository and ref name); two-key locks never collide with the one-key migration lock.
 _REF_LOCK_CLASS = 0x656E67  # "eng"
 _PAGE = 1000
 #: Seconds libpq waits for a new connection, unless the URL sets ``connect_timeout`` (libpq's minimum is 2).
-CONNECT_TIMEOUT = 3
 #: Seconds a request waits for a pooled connection before PostgreSQL counts as unavailable.
 ACQUIRE_TIMEOUT = 2.0
 #: Seconds requests fail fast after a lost connection before one of them probes the database again.
@@ -69,67 +77,6 @@ PROBE_TIMEOUT = 0.5
 #: Times a statement or transaction that PostgreSQL rolled back (serialization failure, deadlock) is run.
 ROLLBACK_ATTEMPTS = 3
 
-
-@dataclass(frozen=True, slots=True)
-class Migration:
-    """One schema change, applied once, in order."""
-
-    version: int
-    description: str
-    sql: str
-
-
-#: The schema, as it grew. Never edit an applied migration: append a new one.
-MIGRATIONS: tuple[Migration, ...] = (
-    Migration(
-        1,
-        "chunks, refs and the reflog, keyed by repository",
-        """
-        CREATE TABLE engram_repos (
-            repo text PRIMARY KEY,
-            created_at timestamptz NOT NULL DEFAULT now()
-        );
-        CREATE TABLE engram_chunks (
-            repo text NOT NULL,
-            id bytea NOT NULL,
-            data bytea NOT NULL,
-            written bigint NOT NULL,
-            PRIMARY KEY (repo, id)
-        );
-        CREATE TABLE engram_refs (
-            repo text NOT NULL,
-            name text NOT NULL,
-            value bytea NOT NULL,
-            PRIMARY KEY (repo, name)
-        );
-        CREATE TABLE engram_reflog (
-            repo text NOT NULL,
-            seq bigint GENERATED ALWAYS AS IDENTITY,
-            name text NOT NULL,
-            old bytea,
-            new bytea,
-            time bigint NOT NULL,
-            actor text NOT NULL,
-            reason text NOT NULL,
-            PRIMARY KEY (repo, seq)
-        );
-        CREATE INDEX engram_reflog_name_time ON engram_reflog (repo, name, time, seq);
-        """,
-    ),
-    Migration(
-        2,
-        "vector cache: embeddings once per (repository, model, text)",
-        """
-        CREATE TABLE engram_vectors (
-            repo text NOT NULL,
-            model text NOT NULL,
-            text_hash bytea NOT NULL,
-            vector bytea NOT NULL,
-            PRIMARY KEY (repo, model, text_hash)
-        );
-        """,
-    ),
-)
 
 _REPO = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
@@ -166,9 +113,11 @@ class PostgresDatabase:
         self.timeout = timeout
         self.max_size = max_size
         self._breaker = Breaker(retry_window)
-        self._busy = 0  # connections held by callers right now
+        self._busy = [0]  # connections held by callers right now (shared by every view of this pool)
         self._busy_lock = threading.Lock()
-        kwargs: dict[str, Any] = {"autocommit": True, **_connect_options(url, connect_timeout)}
+        self._shared: tuple[str, ...] | None = None  # the registry key of a pool shared by several repositories
+        self._closed = False
+        kwargs: dict[str, Any] = {"autocommit": True, **connect_options(url, connect_timeout)}
         self.pool = psycopg_pool.ConnectionPool(
             url,
             min_size=min_size,
@@ -182,7 +131,7 @@ class PostgresDatabase:
             reconnect_timeout=max(5.0, 2.0 * kwargs.get("connect_timeout", connect_timeout)),
         )
         try:
-            with translated(f"cannot connect: PostgreSQL at {_redact(url)}"):
+            with translated(f"cannot connect: PostgreSQL at {redact(url)}"):
                 self.pool.open(wait=True, timeout=float(kwargs.get("connect_timeout", connect_timeout)) + timeout)
         except EngramError:
             self.pool.close()  # its workers would keep reconnecting in the background
@@ -200,12 +149,12 @@ class PostgresDatabase:
         try:
             with self.pool.connection(timeout=min(self.timeout, PROBE_TIMEOUT) if probe else self.timeout) as conn:
                 with self._busy_lock:
-                    self._busy += 1
+                    self._busy[0] += 1
                 try:
                     yield conn
                 finally:
                     with self._busy_lock:
-                        self._busy -= 1
+                        self._busy[0] -= 1
             answered = True
         except EngramError:
             answered = True  # translated by a connection of its own, which judged the database then
@@ -233,7 +182,7 @@ class PostgresDatabase:
     def _nobody_connected(self, exc: BaseException) -> bool:
         """A pool timeout while no caller holds a connection: the database is unreachable, not busy."""
         _, psycopg_pool = psycopg_modules()
-        return isinstance(exc, psycopg_pool.PoolTimeout) and self._busy == 0
+        return isinstance(exc, psycopg_pool.PoolTimeout) and self._busy[0] == 0
 
     def transaction(self, work: Callable[[Any], T]) -> T:
         """Run ``work(conn)`` in one transaction, run again when PostgreSQL rolls it back
@@ -272,69 +221,65 @@ class PostgresDatabase:
         """False while requests fail fast after a lost connection."""
         return not self._breaker.open
 
+    def view(self, repo: str) -> PostgresDatabase:
+        """This database for another repository's rows: the same pool, connections and breaker."""
+        if not _REPO.match(repo):
+            raise ConfigError(f"invalid repository id {repo!r}: use 1-128 letters, digits, '-' or '_'")
+        other = copy.copy(self)
+        other.repo = repo
+        other._closed = False
+        return other
+
     def close(self) -> None:
-        self.pool.close()
+        """Close the pool (a shared pool: once the last repository using it closes). Idempotent: the chunk and
+        ref stores of a repository share this object and both close it."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._shared is None or _release_shared(self._shared):
+            self.pool.close()
 
 
-def _connect_options(url: str, connect_timeout: int) -> dict[str, Any]:
-    """Connection keywords: our ``connect_timeout`` unless the URL sets its own."""
-    psycopg, _ = psycopg_modules()
-    try:
-        given = psycopg.conninfo.conninfo_to_dict(url)
-    except psycopg.Error as exc:
-        raise ConfigError(f"invalid PostgreSQL URL {_redact(url)}: {said(exc)}") from None
-    return {} if "connect_timeout" in given else {"connect_timeout": connect_timeout}
+#: One pool per database (URL and pool options) for every repository of this process that uses it: a server
+#: with many tenants holds one set of connections per database, not one per tenant.
+_SHARED: dict[tuple[str, ...], tuple[PostgresDatabase, int]] = {}
+_SHARED_LOCK = threading.Lock()
 
 
-def _redact(url: str) -> str:
-    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
+def shared_database(url: str, repo: str, **options: Any) -> PostgresDatabase:
+    """The database at ``url`` for repository ``repo``, on the pool this process shares for that database."""
+    key = (url, *sorted(f"{name}={value}" for name, value in options.items()))
+    with _SHARED_LOCK:
+        found = _SHARED.get(key)
+        if found is not None and not found[0].pool.closed:
+            db, users = found
+            _SHARED[key] = (db, users + 1)
+            return db.view(repo)
+    db = PostgresDatabase(url, "default", **options)
+    db._shared = key
+    with _SHARED_LOCK:
+        found = _SHARED.get(key)
+        if found is not None and not found[0].pool.closed:  # another thread opened it meanwhile: use that one
+            db.pool.close()
+            db, users = found
+            _SHARED[key] = (db, users + 1)
+        else:
+            _SHARED[key] = (db, 1)
+    return db.view(repo)
 
 
-def migrate(url: str, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[Migration]:
-    """Bring the database's engram schema up to date; returns the migrations applied (in order).
-
-    ``migrations`` defaults to the core schema; features that need an extension (search needs
-    pgvector) bring their own list, with version numbers of their own range."""
-    psycopg, _ = psycopg_modules()
-    with (
-        translated(f"migrating {_redact(url)}: PostgreSQL"),
-        psycopg.connect(url, **_connect_options(url, CONNECT_TIMEOUT)) as conn,
-        conn.transaction(),
-    ):
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS engram_schema (version int PRIMARY KEY, description text NOT NULL, "
-            "applied_at timestamptz NOT NULL DEFAULT now())"
-        )
-        done = {row[0] for row in conn.execute("SELECT version FROM engram_schema")}
-        applied = []
-        for migration in migrations:
-            if migration.version in done:
-                continue
-            conn.execute(migration.sql)
-            conn.execute(
-                "INSERT INTO engram_schema (version, description) VALUES (%s, %s)",
-                (migration.version, migration.description),
-            )
-            applied.append(migration)
-        return applied
-
-
-def schema_version(url: str, migrations: tuple[Migration, ...] = MIGRATIONS) -> int:
-    """The newest of ``migrations`` applied to the database (0 when none is)."""
-    psycopg, _ = psycopg_modules()
-    with (
-        translated(f"PostgreSQL at {_redact(url)}"),
-        psycopg.connect(url, **_connect_options(url, CONNECT_TIMEOUT)) as conn,
-    ):
-        exists = conn.execute("SELECT to_regclass('engram_schema') IS NOT NULL").fetchone()
-        if not exists or not exists[0]:
-            return 0
-        row = conn.execute(
-            "SELECT coalesce(max(version), 0) FROM engram_schema WHERE version = ANY(%s)",
-            ([m.version for m in migrations],),
-        ).fetchone()
-        return int(row[0]) if row else 0
+def _release_shared(key: tuple[str, ...]) -> bool:
+    """One user fewer of a shared pool; True when it was the last (the caller closes the pool)."""
+    with _SHARED_LOCK:
+        found = _SHARED.get(key)
+        if found is None:
+            return False
+        db, users = found
+        if users > 1:
+            _SHARED[key] = (db, users - 1)
+            return False
+        del _SHARED[key]
+        return True
 
 
 class PostgresChunkStore(ChunkStore):
@@ -553,11 +498,10 @@ def open_postgres(url: str, repo: str = "default", **options: Any) -> tuple[Post
     """Stores of repository ``repo`` in the database at ``url``, migrating the schema first if needed.
 
     ``options`` go to :class:`PostgresDatabase` (pool sizes, ``timeout``, ``connect_timeout``, ``retry_window``).
+    Every repository of the same database in this process shares one pool (:func:`shared_database`).
     """
-    if schema_version(url) < MIGRATIONS[-1].version:
-        for migration in migrate(url):
-            _log.info("applied engram migration %d: %s", migration.version, migration.description)
-    db = PostgresDatabase(url, repo, **options)
+    ensure_schema(url)
+    db = shared_database(url, repo, **options)
     db.run("INSERT INTO engram_repos (repo) VALUES (%s) ON CONFLICT DO NOTHING", (repo,))
     return PostgresChunkStore(db), PostgresRefStore(db)
 
@@ -569,9 +513,11 @@ __all__ = [
     "PostgresDatabase",
     "PostgresRefStore",
     "RefMoveHook",
+    "ensure_schema",
     "migrate",
     "open_postgres",
     "schema_version",
+    "shared_database",
     "translate_error",
     "translated",
 ]

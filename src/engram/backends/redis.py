@@ -23,6 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -365,6 +366,10 @@ class RedisRefCache(RefStore):
 
     def _key(self, name: str) -> str:
         return self._base + name
+
+    def lock(self, name: str, timeout: float | None = None) -> AbstractContextManager[None]:
+        """The inner store's writer queue (a cache must not hide it: writers would race again)."""
+        return self.inner.lock(name, timeout)
 
     def get(self, name: str) -> ChunkId | None:
         key = self._key(name)

@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engram import codec
-from engram.backends.postgres import Migration, PostgresDatabase, migrate, schema_version
+from engram.backends.postgres import Migration, PostgresDatabase, ensure_schema
 from engram.embed.base import Embedder
 from engram.errors import EmbedderError, InvalidInputError, StorageError
 from engram.hashing import ChunkId
@@ -218,9 +218,7 @@ class PgSearch:
         self.model = embedder.model_id if embedder is not None else ""
         self.config = json.dumps(list(fields))
         self._queries = QueryVectors()
-        if schema_version(db.url, SEARCH_MIGRATIONS) < SEARCH_MIGRATIONS[-1].version:
-            for migration in migrate(db.url, SEARCH_MIGRATIONS):
-                _log.info("applied engram migration %d: %s", migration.version, migration.description)
+        ensure_schema(db.url, SEARCH_MIGRATIONS)
         if embedder is not None:
             dim = int(embedder.dim)
             db.run(
