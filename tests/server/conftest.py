@@ -10,8 +10,8 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from engram.server import ServerConfig, create_app
 from engram.ops.access import KeyRing
+from engram.server import ServerConfig, create_app
 
 ERROR_KEYS = {"code", "message", "details"}
 

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 from engram.cli import cli
-from engram.server import ServerConfig, create_app
 from engram.ops.access import KeyRing
+from engram.server import ServerConfig, create_app
 
 from .conftest import Keyed, error_of
 

@@ -12,8 +12,8 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from engram.server import ServerConfig, create_app
 from engram.ops.access import KeyRing
+from engram.server import ServerConfig, create_app
 
 _DIR = Path(tempfile.mkdtemp(prefix="engram-fuzz-"))
 _, SECRET = KeyRing(_DIR / "keys.json").create("fuzz", ["admin"])
