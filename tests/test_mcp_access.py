@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import httpx
 import httpx2
 import pytest
@@ -101,6 +102,17 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _wait_for_port(process: subprocess.Popen[str], port: int) -> None:
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            assert process.poll() is None and time.monotonic() < deadline, "the MCP server did not start"
+            time.sleep(0.05)
+
+
 @asynccontextmanager
 async def _client(url: str, key: str) -> AsyncIterator[Client]:
     async with (
@@ -123,14 +135,7 @@ async def test_mcp_over_http_with_keys_enforces_tenants_scopes_and_prefixes(tmp_
            "--transport", "http", "--port", str(port)]  # fmt: skip
     process = subprocess.Popen(cmd, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert process.poll() is None and time.monotonic() < deadline, "the MCP server did not start"
-                await anyio.sleep(0.05)
+        await anyio.to_thread.run_sync(_wait_for_port, process, port)
         for headers in ({}, {"Authorization": "Bearer ek_not-a-key"}):
             refused = httpx.post(url, headers={**headers, "Accept": "application/json, text/event-stream"},
                                  json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, timeout=10)  # fmt: skip
@@ -163,14 +168,7 @@ def test_mcp_over_http_without_keys_binds_loopback_only(tmp_path: Path) -> None:
            "--transport", "http", "--host", "0.0.0.0", "--port", str(port)]  # fmt: skip
     process = subprocess.Popen(cmd, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert process.poll() is None and time.monotonic() < deadline, "the MCP server did not start"
-                time.sleep(0.05)
+        _wait_for_port(process, port)
     finally:
         process.terminate()
         _, stderr = process.communicate(timeout=15)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import logging
 import socket
@@ -20,11 +19,11 @@ from engram.backends import (
     ChunkStore,
     MemoryChunkStore,
     MemoryRefStore,
-    RefLogEntry,
     RefStore,
     ValidatingChunkStore,
 )
 from engram.backends.redis import RedisChunkCache, RedisHealth, RedisRefCache, open_redis, redis_caches
+from engram.backends.wrappers import ForwardingRefStore
 from engram.errors import ConfigError
 from engram.hashing import ChunkId, chunk_id
 from engram.repo import Repository
@@ -82,33 +81,16 @@ class SpyChunkStore(MemoryChunkStore):
         return super().get_many(wanted)
 
 
-class SpyRefStore(RefStore):
+class SpyRefStore(ForwardingRefStore):
     """A ref store that counts ``get`` calls and delegates everything to another ref store."""
 
     def __init__(self, inner: RefStore | None = None) -> None:
-        self.inner = inner or MemoryRefStore()
+        super().__init__(inner or MemoryRefStore())
         self.gets = 0
 
     def get(self, name: str) -> ChunkId | None:
         self.gets += 1
         return self.inner.get(name)
-
-    def set(
-        self, name: str, new: ChunkId | None, expected: ChunkId | None, *, actor: str = "", reason: str = ""
-    ) -> bool:
-        return self.inner.set(name, new, expected, actor=actor, reason=reason)
-
-    def list(self, prefix: str = "") -> dict[str, ChunkId]:
-        return self.inner.list(prefix)
-
-    def reflog(self, name: str | None = None, limit: int | None = None) -> builtins.list[RefLogEntry]:
-        return self.inner.reflog(name, limit)
-
-    def value_at(self, name: str, time_ms: int) -> ChunkId | None:
-        return self.inner.value_at(name, time_ms)
-
-    def prune_reflog(self, before_ms: int) -> int:
-        return self.inner.prune_reflog(before_ms)
 
 
 class Proxy:

@@ -7,13 +7,11 @@ released by PostgreSQL with its session, and a pooled connection never goes back
 
 from __future__ import annotations
 
-import builtins
 import os
 import signal
 import time
 import traceback
 from collections.abc import Iterator
-from contextlib import AbstractContextManager
 from typing import Any
 
 import psycopg
@@ -21,8 +19,9 @@ import pytest
 from processes import race
 
 from engram.backends import MemoryChunkStore, MemoryRefStore
-from engram.backends.base import RefLogEntry, RefStore
+from engram.backends.base import RefStore
 from engram.backends.postgres import open_postgres
+from engram.backends.wrappers import ForwardingRefStore
 from engram.errors import EngramError, UnavailableError
 from engram.hashing import ChunkId
 from engram.repo import HEADS, Repository
@@ -35,15 +34,12 @@ KEYS = 10
 TIMEOUT = 180.0
 
 
-class CountingRefs(RefStore):
+class CountingRefs(ForwardingRefStore):
     """A ref store that counts the compare-and-swaps that lost a race (a seam, not a patch)."""
 
     def __init__(self, inner: RefStore) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.lost = 0
-
-    def get(self, name: str) -> ChunkId | None:
-        return self.inner.get(name)
 
     def set(
         self, name: str, new: ChunkId | None, expected: ChunkId | None, *, actor: str = "", reason: str = ""
@@ -51,21 +47,6 @@ class CountingRefs(RefStore):
         moved = self.inner.set(name, new, expected, actor=actor, reason=reason)
         self.lost += not moved
         return moved
-
-    def list(self, prefix: str = "") -> dict[str, ChunkId]:
-        return self.inner.list(prefix)
-
-    def reflog(self, name: str | None = None, limit: int | None = None) -> builtins.list[RefLogEntry]:
-        return self.inner.reflog(name, limit)
-
-    def value_at(self, name: str, time_ms: int) -> ChunkId | None:
-        return self.inner.value_at(name, time_ms)
-
-    def prune_reflog(self, before_ms: int) -> int:
-        return self.inner.prune_reflog(before_ms)
-
-    def lock(self, name: str, timeout: float | None = None) -> AbstractContextManager[None]:
-        return self.inner.lock(name, timeout)
 
 
 def _writer(url: str, repo_id: str, writer: int, start: Any, results: Any) -> None:
@@ -194,17 +175,14 @@ def test_writers_a_pooled_connection_never_keeps_a_lock(postgres_url: str, pg_re
 # ---------------------------------------------------------------------------------- deadline
 
 
-class Rival(RefStore):
+class Rival(ForwardingRefStore):
     """A ref store on which another writer moves `heads/main` just before each of the first ``moves``
     compare-and-swaps (a branch that keeps moving)."""
 
     def __init__(self, inner: MemoryRefStore, moves: int) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.moves = moves
         self.repo: Repository | None = None
-
-    def get(self, name: str) -> ChunkId | None:
-        return self.inner.get(name)
 
     def set(
         self, name: str, new: ChunkId | None, expected: ChunkId | None, *, actor: str = "", reason: str = ""
@@ -215,18 +193,6 @@ class Rival(RefStore):
             rival = self.repo.write_commit(head.tree, (expected,), "rival", f"rival {self.moves}")
             assert self.inner.set(name, rival.id, expected, actor="rival")
         return self.inner.set(name, new, expected, actor=actor, reason=reason)
-
-    def list(self, prefix: str = "") -> dict[str, ChunkId]:
-        return self.inner.list(prefix)
-
-    def reflog(self, name: str | None = None, limit: int | None = None) -> builtins.list[RefLogEntry]:
-        return self.inner.reflog(name, limit)
-
-    def value_at(self, name: str, time_ms: int) -> ChunkId | None:
-        return self.inner.value_at(name, time_ms)
-
-    def prune_reflog(self, before_ms: int) -> int:
-        return self.inner.prune_reflog(before_ms)
 
 
 @pytest.fixture

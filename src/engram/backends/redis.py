@@ -18,12 +18,10 @@ so two tenants' caches never mix.
 
 from __future__ import annotations
 
-import builtins
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -34,7 +32,8 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("engram's Redis cache needs redis-py: pip install 'engram[redis]'") from exc
 
-from engram.backends.base import ChunkStore, RefLogEntry, RefStore
+from engram.backends.base import ChunkStore, RefStore
+from engram.backends.wrappers import ForwardingRefStore
 from engram.errors import ConfigError
 from engram.hashing import ID_SIZE, ChunkId, chunk_id
 
@@ -325,7 +324,7 @@ def _encode_ref(value: ChunkId | None) -> bytes:
     return b"" if value is None else value  # the absence of a ref is cached too
 
 
-class RedisRefCache(RefStore):
+class RedisRefCache(ForwardingRefStore):
     """A ref store that serves ``get`` from Redis for up to ``ttl_ms``, and refreshes Redis on write.
 
     Why a stale read is bounded: every cached value expires ``ttl_ms`` after it was written, whatever
@@ -358,7 +357,7 @@ class RedisRefCache(RefStore):
     ) -> None:
         if ttl_ms <= 0:
             raise ConfigError(f"ttl_ms must be positive, not {ttl_ms}")
-        self.inner = inner
+        super().__init__(inner)
         self.health = _health(client, retry_interval)
         self.ttl_ms = ttl_ms
         self._base = _key_base(prefix, repo) + "r:"
@@ -366,10 +365,6 @@ class RedisRefCache(RefStore):
 
     def _key(self, name: str) -> str:
         return self._base + name
-
-    def lock(self, name: str, timeout: float | None = None) -> AbstractContextManager[None]:
-        """The inner store's writer queue (a cache must not hide it: writers would race again)."""
-        return self.inner.lock(name, timeout)
 
     def get(self, name: str) -> ChunkId | None:
         key = self._key(name)
@@ -399,18 +394,6 @@ class RedisRefCache(RefStore):
         args: list[bytes | int] = [_encode_ref(expected), _encode_ref(new), self.ttl_ms]
         self.health.run(lambda r: self._refresh(keys=[key], args=args, client=r))
         return True
-
-    def list(self, prefix: str = "") -> dict[str, ChunkId]:
-        return self.inner.list(prefix)
-
-    def reflog(self, name: str | None = None, limit: int | None = None) -> builtins.list[RefLogEntry]:
-        return self.inner.reflog(name, limit)
-
-    def value_at(self, name: str, time_ms: int) -> ChunkId | None:
-        return self.inner.value_at(name, time_ms)
-
-    def prune_reflog(self, before_ms: int) -> int:
-        return self.inner.prune_reflog(before_ms)
 
     def close(self) -> None:
         self.inner.close()

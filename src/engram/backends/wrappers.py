@@ -1,12 +1,15 @@
-"""ChunkStore wrappers: a validating store that re-hashes every chunk, and an in-process LRU cache."""
+"""Store wrappers: a validating chunk store that re-hashes every chunk, an in-process LRU cache, and a ref store
+that forwards to another (the base of ref-store layers such as the Redis cache)."""
 
 from __future__ import annotations
 
+import builtins
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
 
-from engram.backends.base import ChunkStore
+from engram.backends.base import ChunkStore, RefLogEntry, RefStore
 from engram.hashing import ChunkId, verify
 
 
@@ -103,6 +106,40 @@ class LruChunkStore(ChunkStore):
                 if data is not None:
                     self._size -= len(data)
         self.inner.delete_many(doomed)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class ForwardingRefStore(RefStore):
+    """A ref store that forwards every call to ``inner``: subclass it and override what a layer changes."""
+
+    def __init__(self, inner: RefStore) -> None:
+        self.inner = inner
+
+    def get(self, name: str) -> ChunkId | None:
+        return self.inner.get(name)
+
+    def set(
+        self, name: str, new: ChunkId | None, expected: ChunkId | None, *, actor: str = "", reason: str = ""
+    ) -> bool:
+        return self.inner.set(name, new, expected, actor=actor, reason=reason)
+
+    def list(self, prefix: str = "") -> dict[str, ChunkId]:
+        return self.inner.list(prefix)
+
+    def reflog(self, name: str | None = None, limit: int | None = None) -> builtins.list[RefLogEntry]:
+        return self.inner.reflog(name, limit)
+
+    def value_at(self, name: str, time_ms: int) -> ChunkId | None:
+        return self.inner.value_at(name, time_ms)
+
+    def prune_reflog(self, before_ms: int) -> int:
+        return self.inner.prune_reflog(before_ms)
+
+    def lock(self, name: str, timeout: float | None = None) -> AbstractContextManager[None]:
+        """The inner store's writer queue (a layer must not hide it, or writers race again)."""
+        return self.inner.lock(name, timeout)
 
     def close(self) -> None:
         self.inner.close()

@@ -1,4 +1,4 @@
-"""Request and response bodies of the HTTP API, and the conversion of engram's values to JSON.
+"""Request and response bodies of the HTTP API (their JSON is written by :mod:`engram.store.serialize`).
 
 The ``/store`` bodies are LangGraph Agent Server's, field for field (plus optional extensions);
 the ``/v1`` bodies expose engram's versioning verbs.
@@ -6,14 +6,12 @@ the ``/v1`` bodies expose engram's versioning verbs.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from engram.objects import Commit
 from engram.server.errors import ErrorBody
-from engram.store import CommitDetails, Item, ItemChange, Profile, SearchResults, Version
+from engram.store import Profile
 
 #: Largest page a search or a listing returns.
 MAX_LIMIT = 10_000
@@ -308,57 +306,6 @@ class Health(BaseModel):
 
     status: str
     checks: dict[str, Any] = Field(default_factory=dict)
-
-
-# ------------------------------------------------------------------------------ conversions
-
-
-def full_item(item: Item | None) -> dict[str, Any] | None:
-    """An item with expiry and provenance, or None."""
-    if item is None:
-        return None
-    return {
-        **item.dict(),
-        "expires_at": None if item.expires_at is None else item.expires_at.isoformat(),
-        "author": item.author,
-        "sources": list(item.sources),
-    }
-
-
-def commit(c: Commit) -> dict[str, Any]:
-    """A commit as JSON."""
-    return {
-        "id": c.id.hex(),
-        "short_id": c.short_id,
-        "parents": [p.hex() for p in c.parents],
-        "time": datetime.fromtimestamp(c.time / 1000, tz=UTC).isoformat(),
-        "author": c.author,
-        "message": c.message,
-        "metadata": c.metadata,
-    }
-
-
-def change(c: ItemChange) -> dict[str, Any]:
-    """An item change as JSON."""
-    return {"namespace": list(c.namespace), "key": c.key, "kind": c.kind, "old": full_item(c.old),
-            "new": full_item(c.new)}  # fmt: skip
-
-
-def show(details: CommitDetails, prefix: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A commit and its changes (only those under ``prefix``)."""
-    changes = [change(c) for c in details.changes if c.namespace[: len(prefix)] == prefix]
-    return {**commit(details.commit), "changes": changes}
-
-
-def version(v: Version) -> dict[str, Any]:
-    """One version of an item as JSON."""
-    return {"commit": commit(v.commit), "item": full_item(v.item)}
-
-
-def search(results: SearchResults) -> dict[str, Any]:
-    """Search results with how the search ran."""
-    return {"items": [r.dict() for r in results], "mode": results.mode, "requested_mode": results.requested_mode,
-            "degraded": results.degraded}  # fmt: skip
 
 
 # ------------------------------------------------------------------------------ OpenAPI
