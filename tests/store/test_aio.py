@@ -59,3 +59,45 @@ def test_unknown_async_attribute_raises() -> None:
     mem = engram.open(":memory:", embedder=None)
     with pytest.raises(AttributeError):
         engram.AsyncMemory(mem).afly  # noqa: B018
+
+
+def test_async_twins_match_the_sync_surface() -> None:
+    """Every public method of Memory has an ``a``-prefixed twin with the same parameters, defaults, annotations and
+    docstring, or is listed in SYNC_ONLY with a reason: the two surfaces cannot drift."""
+    import inspect
+
+    from engram.store.aio import SYNC_ONLY
+
+    for name, method in inspect.getmembers(engram.Memory, inspect.isfunction):
+        if name.startswith("_"):
+            continue
+        if name in SYNC_ONLY:
+            assert not hasattr(engram.AsyncMemory, "a" + name), name
+            continue
+        twin = getattr(engram.AsyncMemory, "a" + name, None)
+        assert twin is not None and inspect.iscoroutinefunction(twin), f"no async twin of Memory.{name}"
+        sync, asynchronous = inspect.signature(method), inspect.signature(twin)
+        assert list(asynchronous.parameters.values()) == list(sync.parameters.values()), name
+        assert asynchronous.return_annotation == sync.return_annotation, name
+        assert method.__doc__ and method.__doc__ in (twin.__doc__ or ""), name
+    assert set(SYNC_ONLY) <= {name for name, _ in inspect.getmembers(engram.Memory, inspect.isfunction)}
+
+
+def test_async_twins_return_what_the_sync_methods_return() -> None:
+    async def scenario() -> None:
+        amem = await engram.aopen(":memory:", embedder="hashing", ttl={"default_ttl": 60})
+        first = await amem.aput(("n",), "k", {"text": "hello world"}, sources=["m1"])
+        await amem.acreate_branch("b")
+        await amem.atag("t")
+        assert (await amem.aresolve("t")).id == first.id
+        assert [v.commit.id for v in await amem.ahistory(("n",), "k")] == [first.id]
+        assert (await amem.ashow()).changes[0].key == "k"
+        assert await amem.acount(("n",)) == 1
+        assert len(await amem.asearch(("n",), "hello", at="t")) == 1
+        results, commit = await amem.aexecute([engram.PutOp(("n",), "j", {"v": 1})])
+        assert results == [None] and commit is not None and commit.message == "put n/j"
+        assert (await amem.abatch([engram.GetOp(("n",), "j")], author="x"))[0].value == {"v": 1}
+        assert (await amem.afsck()).ok
+        await amem.aclose()
+
+    asyncio.run(scenario())

@@ -1,18 +1,39 @@
 """The async facade: :class:`AsyncMemory` runs the synchronous core on worker threads and coalesces
-concurrent calls made in one event-loop tick into one :meth:`Memory.batch` (so one commit)."""
+concurrent calls made in one event-loop tick into one :meth:`Memory.batch` (so one commit).
+
+Every twin is written out with the sync method's signature, return value and docstring (a test compares
+the two surfaces so they cannot drift); the logic lives once, in :class:`Memory`.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal
+from datetime import timedelta
+from functools import partial
+from typing import Any, Literal, TypeVar
 
 from engram.objects import Commit
+from engram.repo import FsckReport, GcReport
 from engram.store import _validate
-from engram.store.item import Item, SearchResults
+from engram.store.item import CommitDetails, Item, ItemChange, SearchResults, Version
 from engram.store.memory import Memory
 from engram.store.ops import NOT_PROVIDED, GetOp, ListNamespacesOp, Mode, Op, PutOp, SearchOp
 from engram.store.ranking import Profile
+from engram.store.versioning import Ref, Strategy
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def twin(sync: Callable[..., Any]) -> Callable[[F], F]:
+    """Give an async twin the docstring of its sync method."""
+
+    def mark(fn: F) -> F:
+        fn.__doc__ = f"Async :meth:`Memory.{sync.__name__}`: {sync.__doc__ or ''}"
+        return fn
+
+    return mark
+
 
 Outcome = tuple[list[Any], Commit | None]
 
@@ -76,23 +97,38 @@ def check_put(op: PutOp) -> PutOp:
 
 
 class AsyncMemory:
-    """Async twins of :class:`Memory` (``aput``, ``aget``, ``asearch`` ...).
+    """Async twins of :class:`Memory`: ``aput``, ``aget``, ``asearch``, ``alog``, ``amerge`` ...
 
-    Reads, writes and searches issued concurrently in one tick become one batch: one commit for all
-    their writes. Every other method of :class:`Memory` is available with an ``a`` prefix and runs in
-    a worker thread (``await amem.alog()``, ``await amem.amerge("fix")``).
+    Gets, puts, deletes, searches and namespace listings issued concurrently in one tick become one batch: one
+    commit for all their writes (a write naming its own ``author`` or ``message`` makes its own commit). Every
+    other twin runs its sync method in a worker thread.
     """
 
     def __init__(self, memory: Memory) -> None:
         self.memory = memory
         self._coalescer = Coalescer(memory.execute)
 
-    async def abatch(self, ops: Iterable[Op]) -> list[Any]:
-        """Run ops as part of this tick's batch."""
+    async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(partial(fn, *args, **kwargs))
+
+    # ------------------------------------------------------------- batched
+
+    @twin(Memory.batch)
+    async def abatch(self, ops: Iterable[Op], *, author: str | None = None, message: str | None = None) -> list[Any]:
+        if author is not None or message is not None:
+            return await self._run(self.memory.batch, list(ops), author=author, message=message)  # type: ignore[no-any-return]
         return (await self._coalescer.submit(list(ops)))[0]
 
+    @twin(Memory.execute)
+    async def aexecute(
+        self, ops: Iterable[Op], *, author: str | None = None, message: str | None = None
+    ) -> tuple[list[Any], Commit | None]:
+        if author is not None or message is not None:
+            return await self._run(self.memory.execute, list(ops), author=author, message=message)  # type: ignore[no-any-return]
+        return await self._coalescer.submit(list(ops))
+
+    @twin(Memory.get)
     async def aget(self, namespace: Sequence[str], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
-        """Async :meth:`Memory.get`."""
         op = GetOp(_validate.namespace(namespace), _validate.key(key), refresh_ttl)
         return (await self.abatch([op]))[0]  # type: ignore[no-any-return]
 
@@ -100,14 +136,15 @@ class AsyncMemory:
         op = check_put(op)
         if author is not None or message is not None:  # a commit of its own: it names its author or message
             if op.value is None:
-                return await asyncio.to_thread(self.memory.delete, op.namespace, op.key, author=author, message=message)
-            return await asyncio.to_thread(
+                return await self._run(self.memory.delete, op.namespace, op.key, author=author, message=message)  # type: ignore[no-any-return]
+            return await self._run(  # type: ignore[no-any-return]
                 self.memory.put, op.namespace, op.key, op.value, op.index, ttl=op.ttl, author=author,
                 sources=op.sources, message=message,
             )  # fmt: skip
         commit = (await self._coalescer.submit([op]))[1]
         return commit if commit is not None else self.memory.head
 
+    @twin(Memory.put)
     async def aput(
         self,
         namespace: Sequence[str],
@@ -120,16 +157,15 @@ class AsyncMemory:
         sources: Sequence[str] = (),
         message: str | None = None,
     ) -> Commit:
-        """Async :meth:`Memory.put`; concurrent puts in one tick share one commit (returned to each), unless
-        a put names its own ``author`` or ``message``."""
         return await self._write(PutOp(tuple(namespace), key, value, index, ttl, tuple(sources)), author, message)
 
+    @twin(Memory.delete)
     async def adelete(
         self, namespace: Sequence[str], key: str, *, author: str | None = None, message: str | None = None
     ) -> Commit:
-        """Async :meth:`Memory.delete`; concurrent deletes and puts in one tick share one commit."""
         return await self._write(PutOp(tuple(namespace), key, None), author, message)
 
+    @twin(Memory.search)
     async def asearch(
         self,
         namespace_prefix: Sequence[str] = (),
@@ -144,14 +180,18 @@ class AsyncMemory:
         explain: bool = False,
         min_score: float | None = None,
         refresh_ttl: bool | None = None,
+        at: Ref | None = None,
     ) -> SearchResults:
-        """Async :meth:`Memory.search`."""
-        op = SearchOp(
-            _validate.namespace(namespace_prefix, allow_empty=True), query, filter, limit, offset, mode, profile,
-            explain, min_score, refresh_ttl,
-        )  # fmt: skip
+        prefix = _validate.namespace(namespace_prefix, allow_empty=True)
+        if at is not None:  # a past version: nothing to share a batch with
+            return await self._run(  # type: ignore[no-any-return]
+                self.memory.search, prefix, query, filter=filter, limit=limit, offset=offset, mode=mode,
+                profile=profile, explain=explain, min_score=min_score, at=at,
+            )  # fmt: skip
+        op = SearchOp(prefix, query, filter, limit, offset, mode, profile, explain, min_score, refresh_ttl)
         return (await self.abatch([op]))[0]  # type: ignore[no-any-return]
 
+    @twin(Memory.list_namespaces)
     async def alist_namespaces(
         self,
         *,
@@ -161,33 +201,134 @@ class AsyncMemory:
         limit: int = 100,
         offset: int = 0,
     ) -> list[tuple[str, ...]]:
-        """Async :meth:`Memory.list_namespaces`."""
         op = ListNamespacesOp(
-            None if prefix is None else tuple(prefix),
-            None if suffix is None else tuple(suffix),
-            max_depth,
-            limit,
+            None if prefix is None else tuple(prefix), None if suffix is None else tuple(suffix), max_depth, limit,
             offset,
-        )
+        )  # fmt: skip
         return (await self.abatch([op]))[0]  # type: ignore[no-any-return]
 
-    def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
-        if name.startswith("a") and hasattr(Memory, name[1:]) and callable(getattr(Memory, name[1:])):
-            method = getattr(self.memory, name[1:])
+    # ------------------------------------------------------ in a worker thread
 
-            async def twin(*args: Any, **kwargs: Any) -> Any:
-                return await asyncio.to_thread(method, *args, **kwargs)
+    @twin(Memory.count)
+    async def acount(self, namespace_prefix: Sequence[str] = ()) -> int:
+        return await self._run(self.memory.count, namespace_prefix)  # type: ignore[no-any-return]
 
-            twin.__doc__ = f"Async twin of Memory.{name[1:]} (runs in a worker thread)."
-            return twin
-        raise AttributeError(f"AsyncMemory has no attribute {name!r}")
+    @twin(Memory.update_index)
+    async def aupdate_index(self) -> None:
+        await self._run(self.memory.update_index)
 
+    @twin(Memory.reindex)
+    async def areindex(self, progress: Callable[[int], None] | None = None) -> int:
+        return await self._run(self.memory.reindex, progress)  # type: ignore[no-any-return]
+
+    @twin(Memory.sweep_expired)
+    async def asweep_expired(self) -> int:
+        return await self._run(self.memory.sweep_expired)  # type: ignore[no-any-return]
+
+    @twin(Memory.resolve)
+    async def aresolve(self, ref: Ref = "HEAD") -> Commit:
+        return await self._run(self.memory.resolve, ref)  # type: ignore[no-any-return]
+
+    @twin(Memory.checkout)
+    async def acheckout(self, branch: str) -> None:
+        await self._run(self.memory.checkout, branch)
+
+    @twin(Memory.log)
+    async def alog(
+        self,
+        ref: Ref = "HEAD",
+        *,
+        namespace: Sequence[str] | None = None,
+        key: str | None = None,
+        limit: int | None = None,
+    ) -> list[Commit]:
+        return await self._run(self.memory.log, ref, namespace=namespace, key=key, limit=limit)  # type: ignore[no-any-return]
+
+    @twin(Memory.show)
+    async def ashow(self, ref: Ref = "HEAD") -> CommitDetails:
+        return await self._run(self.memory.show, ref)  # type: ignore[no-any-return]
+
+    @twin(Memory.diff)
+    async def adiff(self, old: Ref, new: Ref = "HEAD", *, namespace: Sequence[str] = ()) -> list[ItemChange]:
+        return await self._run(self.memory.diff, old, new, namespace=namespace)  # type: ignore[no-any-return]
+
+    @twin(Memory.history)
+    async def ahistory(self, namespace: Sequence[str], key: str, ref: Ref = "HEAD") -> list[Version]:
+        return await self._run(self.memory.history, namespace, key, ref)  # type: ignore[no-any-return]
+
+    @twin(Memory.branches)
+    async def abranches(self) -> dict[str, str]:
+        return await self._run(self.memory.branches)  # type: ignore[no-any-return]
+
+    @twin(Memory.create_branch)
+    async def acreate_branch(self, name: str, at: Ref = "HEAD") -> None:
+        await self._run(self.memory.create_branch, name, at)
+
+    @twin(Memory.delete_branch)
+    async def adelete_branch(self, name: str) -> None:
+        await self._run(self.memory.delete_branch, name)
+
+    @twin(Memory.tags)
+    async def atags(self) -> dict[str, str]:
+        return await self._run(self.memory.tags)  # type: ignore[no-any-return]
+
+    @twin(Memory.tag)
+    async def atag(self, name: str, at: Ref = "HEAD") -> None:
+        await self._run(self.memory.tag, name, at)
+
+    @twin(Memory.delete_tag)
+    async def adelete_tag(self, name: str) -> None:
+        await self._run(self.memory.delete_tag, name)
+
+    @twin(Memory.merge)
+    async def amerge(
+        self, source: Ref, *, strategy: Strategy = "fail", message: str | None = None, author: str | None = None
+    ) -> Commit:
+        return await self._run(self.memory.merge, source, strategy=strategy, message=message, author=author)  # type: ignore[no-any-return]
+
+    @twin(Memory.revert)
+    async def arevert(self, ref: Ref, *, strategy: Strategy = "fail", author: str | None = None) -> Commit:
+        return await self._run(self.memory.revert, ref, strategy=strategy, author=author)  # type: ignore[no-any-return]
+
+    @twin(Memory.reset)
+    async def areset(self, ref: Ref) -> None:
+        await self._run(self.memory.reset, ref)
+
+    @twin(Memory.gc)
+    async def agc(
+        self,
+        keep_reflog: timedelta | None = None,
+        *,
+        grace: timedelta = timedelta(minutes=10),
+        progress: Callable[[int], None] | None = None,
+    ) -> GcReport:
+        return await self._run(self.memory.gc, keep_reflog, grace=grace, progress=progress)  # type: ignore[no-any-return]
+
+    @twin(Memory.fsck)
+    async def afsck(self, progress: Callable[[int], None] | None = None) -> FsckReport:
+        return await self._run(self.memory.fsck, progress)  # type: ignore[no-any-return]
+
+    @twin(Memory.close)
     async def aclose(self) -> None:
-        """Close the store."""
-        await asyncio.to_thread(self.memory.close)
+        await self._run(self.memory.close)
 
     async def __aenter__(self) -> AsyncMemory:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+#: Memory's methods without an async twin, and why (the surface test checks this list).
+SYNC_ONLY = {
+    "at": "returns a View at once (no I/O); its reads are synchronous",
+    "handle": "returns another handle at once (no I/O)",
+    "transaction": "a synchronous context manager that buffers writes; commit it in a thread if needed",
+    "iter_diff": "an iterator (use adiff)",
+    "iter_items": "an iterator",
+    "check_writable": "no I/O",
+    "lookup": "internal read of one record",
+    "make_record": "internal, no I/O",
+    "start_ttl_sweeper": "starts a thread (no I/O)",
+    "stop_ttl_sweeper": "stops a thread",
+}
