@@ -80,10 +80,16 @@ def format_ms(time_ms: int) -> str:
         return f"{time_ms} ms since the epoch"
 
 
+#: The longest branch or tag name (ASCII only, so also bytes): refs are keys of a database index on every backend.
+MAX_NAME = 255
+
+
 def check_name(name: str, kind: str) -> str:
     """Return ``name`` if it is a valid branch or tag name, else raise :class:`InvalidRefError`."""
     if isinstance(name, str):
         refuse_nul(name, f"{kind} name")
+        if len(name) > MAX_NAME:
+            raise InvalidRefError(f"a {kind} name has at most {MAX_NAME} characters, not {len(name):,}")
     if (
         not isinstance(name, str)
         or not _NAME.match(name)

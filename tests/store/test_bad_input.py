@@ -147,3 +147,29 @@ def test_ties_go_newest_first_then_by_namespace_and_key(smem: Memory) -> None:
         assert [(item.namespace, item.key) for item in page] == expected[2:4], mode
     listed = smem.search(("t",), limit=10)
     assert [(item.namespace, item.key) for item in listed] == expected
+
+
+def test_deeply_nested_filters_are_refused_before_anything_recurses(smem: Memory) -> None:
+    nested: dict[str, Any] = {"a": 1}
+    for _ in range(400):
+        nested = {"$and": [nested]}
+    with pytest.raises(InvalidFilterError, match="nests more than 64 levels"):
+        smem.search(NS, filter=nested)
+    shallow: dict[str, Any] = {"a": 1}
+    for _ in range(30):
+        shallow = {"$or": [shallow]}
+    assert list(smem.search(NS, filter=shallow)) == []
+
+
+@pytest.mark.parametrize("pattern", ["a{99999999999}", "a{2,1001}", "(ab){5000,}"])
+def test_regex_repetition_counts_beyond_re2s_limit_are_refused(smem: Memory, pattern: str) -> None:
+    with pytest.raises(InvalidFilterError, match="repetition counts up to 1000"):
+        smem.search(NS, filter={"text": {"$regex": pattern}})
+
+
+def test_branch_and_tag_names_longer_than_255_characters_are_refused(smem: Memory) -> None:
+    for create in (smem.create_branch, smem.tag):
+        with pytest.raises(InvalidRefError, match="at most 255 characters"):
+            create("b" * 3000)
+    smem.create_branch("b" * 255)
+    assert "b" * 255 in smem.branches()

@@ -68,7 +68,7 @@ _REF_LOCK_CLASS = 0x656E67  # "eng"
 _PAGE = 1000
 #: Seconds libpq waits for a new connection, unless the URL sets ``connect_timeout`` (libpq's minimum is 2).
 #: Seconds a request waits for a pooled connection before PostgreSQL counts as unavailable.
-ACQUIRE_TIMEOUT = 2.0
+ACQUIRE_TIMEOUT = 1.0
 #: Seconds requests fail fast after a lost connection before one of them probes the database again.
 RETRY_WINDOW = 2.0
 #: Seconds the probe (the one request let through after a lost connection) waits for a fresh connection:

@@ -7,9 +7,11 @@ a server without keys serves its base store as the single tenant ``default`` wit
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -40,6 +42,8 @@ from engram.store.serialize import change_json, commit_json, details_json, item_
 
 T = TypeVar("T")
 MiB = 1 << 20
+#: Threads that answer readiness probes, apart from the request threads (which may all be waiting on a store).
+_HEALTH_THREADS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="engram-readyz")
 #: Most write batchers (tenant, branch, author) kept; an idle one holds nothing and is recreated on demand.
 MAX_COALESCERS = 1024
 
@@ -604,7 +608,9 @@ async def readyz(request: Request) -> JSONResponse:
     """Readiness, within a second: the store answers a read and a write (else 503, naming what failed);
     a Redis cache that is down shows as degraded (still 200: the store answers without it)."""
     state: State = request.app.state.engram
-    report = await run(lambda: check_ready(state.tenants.probe))
+    # Its own threads: requests queued on a database that is down must not delay the answer.
+    loop = asyncio.get_running_loop()
+    report = await loop.run_in_executor(_HEALTH_THREADS, check_ready, state.tenants.probe)
     if not report.ready:
         reason = report.checks["store"].get("error", "no answer")
         details = {"checks": report.checks}

@@ -30,6 +30,8 @@ __all__ = ["And", "Compare", "Filter", "Nor", "Not", "Or", "compile_filter", "ma
 _MISSING = object()
 #: The longest ``$regex`` pattern, in characters.
 MAX_REGEX_LENGTH = 1_000
+#: A repetition count ``{n}``, ``{n,}`` or ``{n,m}`` not preceded by a backslash.
+_REPEAT = re.compile(r"(?<!\\)\{(\d+)(?:,(\d*))?\}")
 #: The largest compiled ``$regex`` program, in RE2 instructions: matching costs at most about this many
 #: steps per byte of text (when RE2's DFA gives up and it falls back to its NFA).
 MAX_REGEX_PROGRAM = 2_000
@@ -87,6 +89,26 @@ def compile_filter(spec: Mapping[str, Any] | None) -> Filter | None:
         return None
     if not isinstance(spec, Mapping):
         raise InvalidFilterError(f"a filter is a JSON object, e.g. {{'kind': 'note'}}, not {type(spec).__name__}")
+    _check_depth(spec)
+    return _compile(spec)
+
+
+#: How deeply a filter may nest objects and arrays (MongoDB allows 100): compiling, evaluating and translating a
+#: filter recurse over it, so the depth is bounded before anything recurses.
+MAX_FILTER_DEPTH = 64
+
+
+def _check_depth(spec: Mapping[str, Any]) -> None:
+    stack: list[tuple[Any, int]] = [(spec, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_FILTER_DEPTH:
+            raise InvalidFilterError(f"the filter nests more than {MAX_FILTER_DEPTH} levels of objects and arrays")
+        children = node.values() if isinstance(node, Mapping) else node if isinstance(node, list) else ()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, Mapping | list))
+
+
+def _compile(spec: Mapping[str, Any]) -> Filter | None:
     parts = _document(spec)
     return None if not parts else parts[0] if len(parts) == 1 else And(tuple(parts))
 
@@ -99,7 +121,7 @@ def _document(spec: Mapping[str, Any]) -> list[Filter]:
         if key in ("$and", "$or", "$nor"):
             if not isinstance(arg, list) or not arg or not all(isinstance(p, Mapping) for p in arg):
                 raise InvalidFilterError(f"{key} takes a non-empty list of filters, got {arg!r}")
-            subs = tuple(compile_filter(p) or And(()) for p in arg)
+            subs = tuple(_compile(p) or And(()) for p in arg)
             parts.append(And(subs) if key == "$and" else Or(subs) if key == "$or" else Nor(subs))
         elif key.startswith("$"):
             raise InvalidFilterError(
@@ -187,6 +209,11 @@ def _regex(value: Any, options: Any) -> Any:
         raise InvalidFilterError(
             f"$regex pattern is {len(value):,} characters; at most {MAX_REGEX_LENGTH:,} are accepted"
         )
+    for match in _REPEAT.finditer(value):  # RE2 reads a count too large to parse as literal text; PCRE refuses it
+        if any(int(n) > 1000 for n in match.groups() if n):
+            raise InvalidFilterError(
+                f"$regex {value!r}: RE2 accepts repetition counts up to 1000, not {match.group(0)}"
+            )
     opts = re2.Options()
     opts.max_mem = REGEX_MAX_MEM
     opts.log_errors = False
