@@ -33,4 +33,4 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/bench_core.py
 
 clean:
-	rm -rf $(VENV) .engram
+	rm -rf $(VENV) .engram .cache/langgraph-sdists

@@ -111,7 +111,7 @@ def test_errors_unknown_route_wrong_method_and_bad_json(client: TestClient) -> N
     typo = error_of(client.post("/store/items/search", json={"filters": {}}), 422, "invalid_request")
     assert typo["details"][0]["loc"] == ["body", "filters"]
     error_of(client.post("/store/items/search", json={"filter": {"$nope": 1}}), 422, "invalid_filter")
-    error_of(client.put("/store/items", json={"namespace": ["langgraph"], "key": "k", "value": {}}), 422,
+    error_of(client.put("/store/items", json={"namespace": ["a\x1fb"], "key": "k", "value": {}}), 422,
              "invalid_namespace")  # fmt: skip
     error_of(client.get("/v1/log", params={"ref": "a~b~"}), 422, "invalid_ref")
 

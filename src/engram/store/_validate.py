@@ -3,6 +3,10 @@
 One rule for every backend: U+0000 (NUL) is refused wherever text enters engram (values, keys,
 namespace labels, provenance, ref names, filters), because PostgreSQL's text and JSONB cannot hold
 it; a store that accepted it on SQLite could not move to PostgreSQL.
+
+Namespace labels follow LangGraph's rule (a non-empty string without ``.`` or U+0000; any other
+character, newlines included, is fine), plus two things engram cannot store: text that is not valid
+Unicode (lone surrogates) and U+001F, which PostgreSQL search tables put between labels.
 """
 
 from __future__ import annotations
@@ -13,9 +17,13 @@ from typing import Any
 from engram.errors import InvalidInputError, InvalidKeyError, InvalidNamespaceError, InvalidValueError
 from engram.index.paths import parse_path
 
+#: The one character besides ``.`` and U+0000 that a namespace label cannot hold: PostgreSQL search tables
+#: keep a namespace as its labels joined by it.
+LABEL_SEPARATOR = "\x1f"
+
 
 def namespace(ns: Sequence[str] | Any, *, allow_empty: bool = False) -> tuple[str, ...]:
-    """Return ``ns`` as a tuple after checking it is a valid namespace."""
+    """Return ``ns`` as a tuple after checking it is a valid namespace (see the module docstring)."""
     if isinstance(ns, str) or not isinstance(ns, Sequence):
         raise InvalidNamespaceError(
             f"a namespace is a tuple of strings, e.g. ('users', 'alice'), not {type(ns).__name__} {ns!r}"
@@ -32,12 +40,14 @@ def namespace(ns: Sequence[str] | Any, *, allow_empty: bool = False) -> tuple[st
             raise InvalidNamespaceError(f"U+0000 (NUL) cannot be stored: found in the namespace label {label!r}")
         if "." in label:
             raise InvalidNamespaceError(f"namespace labels cannot contain periods ('.'): {label!r} in {labels!r}")
-        if not _printable(label):
+        if LABEL_SEPARATOR in label:
             raise InvalidNamespaceError(
-                f"namespace labels cannot hold control characters or invalid Unicode: {label!r} in {labels!r}"
+                f"namespace labels cannot hold U+001F (engram's separator between labels): {label!r} in {labels!r}"
             )
-    if labels and labels[0] == "langgraph":
-        raise InvalidNamespaceError(f'the root label "langgraph" is reserved: {labels!r}')
+        if not _valid_unicode(label):
+            raise InvalidNamespaceError(
+                f"namespace labels must be valid Unicode text (no lone surrogates): {label!r} in {labels!r}"
+            )
     return labels
 
 
@@ -60,10 +70,6 @@ def _valid_unicode(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
-
-
-def _printable(label: str) -> bool:
-    return _valid_unicode(label) and not any(ord(ch) < 0x20 for ch in label)
 
 
 def index_fields(fields: Any) -> list[str]:
@@ -146,6 +152,7 @@ def provenance(author: Any = None, message: Any = None, sources: Iterable[Any] =
 
 
 __all__ = [
+    "LABEL_SEPARATOR",
     "NUL",
     "InvalidInputError",
     "index_fields",

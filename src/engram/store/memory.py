@@ -29,7 +29,8 @@ from engram.store.versioning import Ref, Versioned, item_conflicts
 from engram.tree import get
 
 MINUTE_MS = 60_000
-#: A read refreshes an item's expiry only once this share of its TTL has passed (keeps history quiet).
+#: By default a read refreshes an item's expiry only once this share of its TTL has passed: a refresh is a
+#: commit, and this keeps history quiet (see ``Memory.refresh_share``).
 REFRESH_SHARE = 0.1
 
 
@@ -64,6 +65,9 @@ class Memory(Reader, Versioned):
     """
 
     supports_ttl = True
+    #: The share of an item's TTL that must have passed before a read refreshes its expiry (each refresh is a
+    #: commit). 0 refreshes on every read, exactly as LangGraph's stores do (the LangGraph adapter's choice).
+    refresh_share: float = REFRESH_SHARE
 
     def __init__(
         self,
@@ -293,8 +297,12 @@ class Memory(Reader, Versioned):
                 edits[raw] = None
                 continue
             old = get(self.repo.nodes, root, raw)
-            created = now if old is None else decode_record(old).created_at
-            edits[raw] = encode_record(self.make_record(op, created, now, author))
+            if old is None:
+                edits[raw] = encode_record(self.make_record(op, now, now, author))
+            else:
+                previous = decode_record(old)
+                stamp = _later_than(previous, now)
+                edits[raw] = encode_record(self.make_record(op, previous.created_at, stamp, author))
         return edits
 
     def make_record(self, op: PutOp, created: int, now: int, author: str) -> Record:
@@ -323,7 +331,7 @@ class Memory(Reader, Versioned):
             if minutes is None or record.expires_at is None:
                 continue
             target = now + int(minutes * MINUTE_MS)
-            if target - record.expires_at >= REFRESH_SHARE * minutes * MINUTE_MS:
+            if target > record.expires_at and target - record.expires_at >= self.refresh_share * minutes * MINUTE_MS:
                 refreshed = Record(record.value, record.created_at, record.updated_at, target, record.author,
                                    record.sources, record.extra)  # fmt: skip
                 edits[raw] = encode_record(refreshed)
@@ -385,6 +393,13 @@ class Memory(Reader, Versioned):
         return Transaction(self, message, author or self.author, metadata)
 
 
+def _later_than(previous: Record, now: int) -> int:
+    """The time a new version of an item is stamped with: ``now``, or 1 ms after the previous version's
+    ``updated_at`` when that is not earlier (two writes in one millisecond, or a clock that stepped back), so
+    ``updated_at`` strictly increases across an item's versions."""
+    return max(now, previous.updated_at + 1)
+
+
 def _describe(writes: Mapping[bytes, PutOp]) -> str:
     if len(writes) == 1:
         op = next(iter(writes.values()))
@@ -429,9 +444,11 @@ class Transaction:
         buffered = self.edits.get(raw)
         base = get(self.memory.repo.nodes, self.base.tree, raw) if buffered is None else buffered
         now = now_ms()
-        created = now if base is None else decode_record(base).created_at
+        previous = None if base is None else decode_record(base)
+        created = now if previous is None else previous.created_at
+        stamp = now if previous is None else _later_than(previous, now)
         op = PutOp(ns, k, value, index, ttl, tuple(sources))
-        self.edits[raw] = encode_record(self.memory.make_record(op, created, now, self.author))
+        self.edits[raw] = encode_record(self.memory.make_record(op, created, stamp, self.author))
 
     def delete(self, namespace: Sequence[str], key: str) -> None:
         """Buffer a delete."""
