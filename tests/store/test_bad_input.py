@@ -173,3 +173,45 @@ def test_branch_and_tag_names_longer_than_255_characters_are_refused(smem: Memor
             create("b" * 3000)
     smem.create_branch("b" * 255)
     assert "b" * 255 in smem.branches()
+
+
+def test_a_string_namespace_is_refused_by_every_read_and_write(smem: Memory) -> None:
+    smem.put(("users",), "k", {"text": "dark mode"})
+    calls: list[Callable[[], object]] = [
+        lambda: smem.get("users", "k"),  # type: ignore[arg-type]
+        lambda: smem.search("users", "dark"),  # type: ignore[arg-type]
+        lambda: smem.list_namespaces(prefix="users"),  # type: ignore[arg-type]
+        lambda: smem.list_namespaces(suffix="users"),  # type: ignore[arg-type]
+        lambda: smem.put("users", "k", {}),  # type: ignore[arg-type]
+        lambda: smem.delete("users", "k"),  # type: ignore[arg-type]
+        lambda: smem.history("users", "k"),  # type: ignore[arg-type]
+        lambda: smem.count("users"),  # type: ignore[arg-type]
+        lambda: smem.at("HEAD").get("users", "k"),  # type: ignore[arg-type]
+        lambda: smem.at("HEAD").search("users", "dark"),  # type: ignore[arg-type]
+    ]
+    for call in calls:
+        with pytest.raises(InvalidNamespaceError, match=r"pass a tuple, e.g. \('users',\)"):
+            call()
+
+
+def test_keys_labels_and_namespaces_have_one_size_limit_on_every_backend(smem: Memory) -> None:
+    smem.put(("n",), "k" * 1024, {"text": "tea"})
+    smem.put(("l" * 256, "m" * 256), "k", {"text": "tea"})
+    assert len(smem.search((), "tea")) == 2  # long names are indexed on every backend
+    for namespace, key, error in [
+        (("n",), "k" * 1025, InvalidKeyError),
+        (("n",), "é" * 513, InvalidKeyError),  # bytes, not characters
+        (("l" * 257,), "k", InvalidNamespaceError),
+        (("l" * 256,) * 4, "k", InvalidNamespaceError),
+    ]:
+        with pytest.raises(error, match="at most"):
+            smem.put(namespace, key, {"text": "tea"})
+    assert len(smem.search((), "tea")) == 2
+
+
+def test_namespace_patterns_refuse_what_no_label_can_hold(smem: Memory) -> None:
+    smem.put(("a", "b"), "k", {})
+    assert smem.list_namespaces(prefix=("*", "b")) == [("a", "b")]
+    for bad in (("a\x00",), ("a.b",), (1,)):
+        with pytest.raises(InvalidNamespaceError):
+            smem.list_namespaces(prefix=bad)  # type: ignore[arg-type]

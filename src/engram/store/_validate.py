@@ -22,9 +22,20 @@ from engram.index.paths import parse_path
 LABEL_SEPARATOR = "\x1f"
 
 
+#: The longest item key and namespace (UTF-8 bytes): an item's namespace and key are one key of a database index on
+#: every backend (PostgreSQL's b-tree entries stop at 2,704 bytes), so the same limits hold everywhere.
+MAX_KEY_BYTES = 1024
+MAX_LABEL_BYTES = 256
+MAX_NAMESPACE_BYTES = 1024
+
+
 def namespace(ns: Sequence[str] | Any, *, allow_empty: bool = False) -> tuple[str, ...]:
     """Return ``ns`` as a tuple after checking it is a valid namespace (see the module docstring)."""
-    if isinstance(ns, str) or not isinstance(ns, Sequence):
+    if isinstance(ns, str):
+        raise InvalidNamespaceError(
+            f"a namespace is a tuple of labels, not the string {ns!r}: pass a tuple, e.g. ({ns!r},)"
+        )
+    if not isinstance(ns, Sequence):
         raise InvalidNamespaceError(
             f"a namespace is a tuple of strings, e.g. ('users', 'alice'), not {type(ns).__name__} {ns!r}"
         )
@@ -48,6 +59,27 @@ def namespace(ns: Sequence[str] | Any, *, allow_empty: bool = False) -> tuple[st
             raise InvalidNamespaceError(
                 f"namespace labels must be valid Unicode text (no lone surrogates): {label!r} in {labels!r}"
             )
+        if len(label.encode("utf-8")) > MAX_LABEL_BYTES:
+            raise InvalidNamespaceError(
+                f"a namespace label takes at most {MAX_LABEL_BYTES} bytes (UTF-8): {label[:40]!r}…"
+            )
+    if sum(len(label.encode("utf-8")) + 1 for label in labels) > MAX_NAMESPACE_BYTES:
+        raise InvalidNamespaceError(f"a namespace takes at most {MAX_NAMESPACE_BYTES} bytes (UTF-8, with separators)")
+    return labels
+
+
+def namespace_pattern(ns: Sequence[str] | Any, what: str = "prefix") -> tuple[str, ...] | None:
+    """Check a namespace pattern of ``list_namespaces`` (labels, ``*`` matching any one label); None stays None."""
+    if ns is None:
+        return None
+    if isinstance(ns, str):
+        raise InvalidNamespaceError(
+            f"a namespace {what} is a tuple of labels, not the string {ns!r}: pass a tuple, e.g. ({ns!r},)"
+        )
+    if not isinstance(ns, Sequence):
+        raise InvalidNamespaceError(f"a namespace {what} is a tuple of labels, e.g. ('users', '*'), not {ns!r}")
+    labels = tuple(ns)
+    namespace([label for label in labels if label != "*"], allow_empty=True)
     return labels
 
 
@@ -61,6 +93,10 @@ def key(k: Any) -> str:
         raise InvalidKeyError(f"U+0000 (NUL) cannot be stored: found in the item key {k!r}")
     if not _valid_unicode(k):
         raise InvalidKeyError(f"an item key must be valid Unicode text (no lone surrogates): {k!r}")
+    if len(k.encode("utf-8")) > MAX_KEY_BYTES:
+        raise InvalidKeyError(
+            f"an item key takes at most {MAX_KEY_BYTES} bytes (UTF-8), not {len(k.encode('utf-8')):,}"
+        )
     return k
 
 
@@ -153,11 +189,15 @@ def provenance(author: Any = None, message: Any = None, sources: Iterable[Any] =
 
 __all__ = [
     "LABEL_SEPARATOR",
+    "MAX_KEY_BYTES",
+    "MAX_LABEL_BYTES",
+    "MAX_NAMESPACE_BYTES",
     "NUL",
     "InvalidInputError",
     "index_fields",
     "key",
     "namespace",
+    "namespace_pattern",
     "nul_path",
     "provenance",
     "text",

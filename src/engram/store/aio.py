@@ -202,9 +202,8 @@ class AsyncMemory:
         offset: int = 0,
     ) -> list[tuple[str, ...]]:
         op = ListNamespacesOp(
-            None if prefix is None else tuple(prefix), None if suffix is None else tuple(suffix), max_depth, limit,
-            offset,
-        )  # fmt: skip
+            _validate.namespace_pattern(prefix), _validate.namespace_pattern(suffix, "suffix"), max_depth, limit, offset
+        )
         return (await self.abatch([op]))[0]  # type: ignore[no-any-return]
 
     # ------------------------------------------------------ in a worker thread

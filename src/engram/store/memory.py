@@ -155,7 +155,7 @@ class Memory(Reader, Versioned):
 
     def get(self, namespace: Sequence[str], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
         """The item at (namespace, key), or None; reading refreshes its TTL (see ``refresh_ttl``)."""
-        return self.batch([GetOp(tuple(namespace), key, refresh_ttl)])[0]  # type: ignore[no-any-return]
+        return self.batch([GetOp(_validate.namespace(namespace), key, refresh_ttl)])[0]  # type: ignore[no-any-return]
 
     def search(
         self,
@@ -180,7 +180,16 @@ class Memory(Reader, Versioned):
                 explain=explain, min_score=min_score,
             )  # fmt: skip
         op = SearchOp(
-            tuple(namespace_prefix), query, filter, limit, offset, mode, profile, explain, min_score, refresh_ttl
+            _validate.namespace(namespace_prefix, allow_empty=True),
+            query,
+            filter,
+            limit,
+            offset,
+            mode,
+            profile,
+            explain,
+            min_score,
+            refresh_ttl,
         )
         return self.batch([op])[0]  # type: ignore[no-any-return]
 
