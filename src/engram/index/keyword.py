@@ -38,10 +38,13 @@ class Stats:
         """Average document length (1 for an empty corpus)."""
         return self.length / self.docs if self.docs else 1.0
 
+    def frequency(self, term: str) -> int:
+        """How many documents hold ``term``."""
+        return self.df.get(term, 0)
+
     def idf(self, term: str) -> float:
-        """BM25's idf (Lucene's non-negative form)."""
-        df = self.df.get(term, 0)
-        return math.log(1.0 + (self.docs - df + 0.5) / (df + 0.5))
+        """BM25's idf of ``term`` in this corpus (see :func:`idf`)."""
+        return idf(self.frequency(term), self.docs)
 
     def add(self, counts: Mapping[str, int], sign: int = 1) -> None:
         """Count a document in (sign 1) or out (sign -1) of the corpus."""
@@ -58,14 +61,32 @@ class OverlayStats(Stats):
         super().__init__(base.docs, base.length, Counter())
         self.base = base
 
-    def idf(self, term: str) -> float:
-        df = self.base.df.get(term, 0) + self.df.get(term, 0)
-        return math.log(1.0 + (self.docs - df + 0.5) / (df + 0.5))
+    def frequency(self, term: str) -> int:
+        return self.base.df.get(term, 0) + self.df.get(term, 0)
+
+
+def idf(df: int, docs: int) -> float:
+    """BM25's idf of a term held by ``df`` of ``docs`` documents (Lucene's non-negative form)."""
+    return math.log(1.0 + (docs - df + 0.5) / (df + 0.5))
 
 
 def bm25(tf: npt.NDArray[np.float32], dl: npt.NDArray[np.float32], idf: float, avgdl: float) -> npt.NDArray[np.float32]:
-    """BM25 term weight for term frequencies ``tf`` in documents of lengths ``dl``."""
+    """BM25 term weight for term frequencies ``tf`` in documents of lengths ``dl``.
+
+    The one BM25 formula: the in-process index and the PostgreSQL engine (which reads term frequencies
+    and lengths per candidate row) both score with it.
+    """
     return np.asarray(idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl)), dtype=np.float32)
+
+
+def ideal(idfs: Iterable[float]) -> float:
+    """A query's ideal BM25: the score of an average-length document holding each query term once.
+
+    With ``tf = 1`` and ``dl = avgdl`` a term's BM25 weight is its idf (``(K1 + 1) / (1 + K1) = 1``), so
+    this is the sum of the query terms' idfs: a function of the query and the corpus statistics, never
+    of the other results. Search divides BM25 by it to get a score that means the same across queries.
+    """
+    return float(sum(idfs))
 
 
 class KeywordIndex:
@@ -140,16 +161,6 @@ class KeywordIndex:
             slots, tfs = slots[live], tfs[live]
             out[slots] += bm25(tfs, self._lengths[slots], use.idf(term), avgdl)
         return out
-
-    def score_counts(self, query: Iterable[str], counts: Counter[str], stats: Stats) -> float:
-        """BM25 score of one document given by its term counts (for documents outside the index)."""
-        length = float(sum(counts.values()))
-        total = 0.0
-        for term in dict.fromkeys(query):
-            tf = counts.get(term, 0)
-            if tf:
-                total += stats.idf(term) * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / stats.avgdl))
-        return total
 
     def dead_ratio(self) -> float:
         """Share of slots below ``size`` that hold no document."""

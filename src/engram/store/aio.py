@@ -39,33 +39,48 @@ Outcome = tuple[list[Any], Commit | None]
 
 
 class Coalescer:
-    """Collects the ops submitted during one event-loop tick and runs them as one batch in a thread.
+    """Collects the ops submitted while the previous batch runs (at least one event-loop tick's) and runs them
+    as one batch in a thread: a group commit.
 
     ``run`` executes a list of ops and returns their results and the commit their writes made (see
-    :meth:`Memory.execute`); every submitter gets its own results and that shared commit.
+    :meth:`Memory.execute`); every submitter gets its own results and that shared commit. Batches of one
+    coalescer run one at a time (writers of one branch queue on it anyway), so under load each commit carries
+    everything that arrived while the previous one was being written.
     """
 
     def __init__(self, run: Callable[[list[Op]], Outcome]) -> None:
         self._run = run
         self._pending: list[tuple[list[Op], asyncio.Future[Outcome]]] = []
         self._scheduled = False
+        self._running = False
         self._tasks: set[asyncio.Task[None]] = set()
 
     def submit(self, ops: Sequence[Op]) -> Awaitable[Outcome]:
-        """Queue ops for this tick's batch; the awaitable gives their results, in order, and the commit."""
+        """Queue ops for the next batch; the awaitable gives their results, in order, and the commit."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Outcome] = loop.create_future()
         self._pending.append((list(ops), future))
-        if not self._scheduled:
+        if not self._scheduled and not self._running:
             self._scheduled = True
             loop.call_soon(self._flush)
         return future
 
     def _flush(self) -> None:
-        pending, self._pending, self._scheduled = self._pending, [], False
+        self._scheduled = False
+        if self._running or not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        self._running = True
         task = asyncio.ensure_future(self._execute(pending))
         self._tasks.add(task)  # keep a reference until it is done
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._running = False
+        if self._pending and not self._scheduled:  # what arrived meanwhile goes as the next batch
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
 
     async def _execute(self, pending: list[tuple[list[Op], asyncio.Future[Outcome]]]) -> None:
         ops = [op for group, _ in pending for op in group]

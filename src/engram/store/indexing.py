@@ -20,9 +20,9 @@ from engram.embed.base import Embedder
 from engram.hashing import ChunkId
 from engram.index.cache import VectorCache
 from engram.index.docs import DocIndex, make_doc
+from engram.index.engine import Overlay
 from engram.index.keyword import OverlayStats
 from engram.repo import Repository
-from engram.store.search import Overlay
 
 if TYPE_CHECKING:
     from engram.store.pgsearch import PgSearch
@@ -60,7 +60,7 @@ class IndexPool:
         self.fields = tuple(fields)
         self.cache = cache
         self.snapshots = snapshots
-        #: Head searches run here when the store is PostgreSQL with pgvector (see engram.store.pgsearch).
+        #: Head searches run here when the store is PostgreSQL with pgvector (engram.index.pgengine).
         self.sql: PgSearch | None = None
         self._branches: dict[str, DocIndex] = {}
         self._temp: OrderedDict[ChunkId, DocIndex] = OrderedDict()

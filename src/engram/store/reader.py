@@ -9,13 +9,14 @@ from engram import codec
 from engram.backends.base import now_ms
 from engram.hashing import ChunkId
 from engram.index.docs import DocIndex
+from engram.index.engine import Overlay
 from engram.objects import Record, decode_record
 from engram.repo import Repository
 from engram.store import _validate
 from engram.store.item import Item, SearchResults
 from engram.store.ops import Mode, SearchOp
 from engram.store.ranking import Profile
-from engram.store.search import Overlay, execute
+from engram.store.search import execute
 from engram.tree import count, get, iter_entries
 
 
@@ -112,6 +113,7 @@ class Reader:
     ) -> list[tuple[str, ...]]:
         """Namespaces that hold items, LangGraph-style: ``*`` in prefix/suffix matches any one label,
         ``max_depth`` truncates (and dedupes) longer namespaces. Sorted; one seek per namespace."""
+        prefix, suffix = _validate.namespace_pattern(prefix), _validate.namespace_pattern(suffix, "suffix")
         literal: list[str] = []
         for label in prefix or ():
             if label == "*":

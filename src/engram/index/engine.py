@@ -1,0 +1,157 @@
+"""The in-process search engine: candidates with raw BM25 and cosine from a :class:`DocIndex`.
+
+A search runs over one index plus an optional overlay: the documents of a past version that differ
+from what the index reflects. Scores for overlay documents use the past version's corpus statistics,
+so a search in the past returns what an index built from that version would. Ranking, paging and
+explain are :mod:`engram.index.ranking`'s, shared with the PostgreSQL engine.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from engram.index import keyword as bm25_index
+from engram.index import text as analysis
+from engram.index.docs import NEVER, Doc, DocIndex, confidence_of
+from engram.index.keyword import Stats, bm25
+from engram.index.ranking import Hit, Hits, Request, Signals, best_first, plan_mode, rank, select
+
+
+class Overlay:
+    """Past versions to score instead of the index's slots ``excluded``, with the past corpus stats.
+
+    Built once per (index root, past root) and reused: per-document arrays are precomputed, and
+    vectors are looked up (through the cache) on the first semantic query only.
+    """
+
+    def __init__(self, excluded: set[int], docs: list[Doc], stats: Stats) -> None:
+        self.excluded = np.fromiter(excluded, dtype=np.int64, count=len(excluded))
+        self.docs = docs
+        self.stats = stats
+        self.namespaces = [d.namespace for d in docs]
+        self.expires = np.array([NEVER if d.record.expires_at is None else d.record.expires_at for d in docs], np.int64)
+        self.indexed = np.array([d.indexed for d in docs], dtype=bool)
+        self.updated = np.array([d.record.updated_at for d in docs], dtype=np.int64)
+        self.confidence = np.array([confidence_of(d.record.value) for d in docs], dtype=np.float32)
+        self.lengths = np.array([len(d.terms) for d in docs], dtype=np.float32)
+        self.counts = [Counter(d.terms) for d in docs]
+        self._vectors: npt.NDArray[np.float32] | None = None
+
+    def vectors(self, index: DocIndex) -> npt.NDArray[np.float32]:
+        """The documents' vectors (zero rows for unindexed ones), looked up once."""
+        if self._vectors is None:
+            assert index.vectors is not None
+            rows = np.zeros((len(self.docs), index.vectors.dim), dtype=np.float32)
+            chosen = [j for j, d in enumerate(self.docs) if d.indexed]
+            if chosen:
+                rows[chosen] = np.stack(index.vectors_for([self.docs[j].text for j in chosen]))
+            self._vectors = rows
+        return self._vectors
+
+
+class _Corpus:
+    """Head slots and overlay documents side by side, as flat arrays."""
+
+    def __init__(self, index: DocIndex, overlay: Overlay | None, prefix: tuple[str, ...], now_ms: int) -> None:
+        self.index = index
+        self.overlay = overlay
+        self.extra = overlay.docs if overlay is not None else []
+        n = index.size
+        self.n = n
+        mask = index.namespace_mask(prefix) & (index.expires[:n] > now_ms)
+        if overlay is None:
+            self.candidates, self.indexed = mask, index.indexed[:n]
+            self.updated, self.confidence = index.updated[:n], index.confidence[:n]
+            self.stats = index.keyword.stats
+            return
+        mask[overlay.excluded] = False
+        extra_ok = np.array([ns[: len(prefix)] == prefix for ns in overlay.namespaces], dtype=bool)
+        extra_ok &= overlay.expires > now_ms
+        self.candidates = np.concatenate([mask, extra_ok])
+        self.indexed = np.concatenate([index.indexed[:n], overlay.indexed])
+        self.updated = np.concatenate([index.updated[:n], overlay.updated])
+        self.confidence = np.concatenate([index.confidence[:n], overlay.confidence])
+        self.stats = overlay.stats
+
+    def doc(self, i: int) -> Doc:
+        found = self.index.docs[i] if i < self.n else self.extra[i - self.n]
+        assert found is not None
+        return found
+
+    def key(self, i: int) -> bytes:
+        return self.doc(i).key
+
+    def keyword(self, terms: list[str]) -> npt.NDArray[np.float32]:
+        head = self.index.keyword.scores(terms, self.n, self.stats)
+        if self.overlay is None:
+            return head
+        overlay = self.overlay
+        extra = np.zeros(len(overlay.docs), dtype=np.float32)
+        for term in dict.fromkeys(terms):
+            tf = np.array([counts.get(term, 0) for counts in overlay.counts], dtype=np.float32)
+            hit = (tf > 0) & overlay.indexed
+            if hit.any():
+                extra[hit] += bm25(tf[hit], overlay.lengths[hit], self.stats.idf(term), self.stats.avgdl)
+        return np.concatenate([head, extra])
+
+    def cosine(self, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        vectors = self.index.vectors
+        assert vectors is not None
+        head = vectors.scores(query, self.n)
+        if self.overlay is None:
+            return head
+        return np.concatenate([head, np.asarray(self.overlay.vectors(self.index) @ query, dtype=np.float32)])
+
+
+def run(index: DocIndex, request: Request, now_ms: int, overlay: Overlay | None = None) -> Hits:
+    """Run a search against an index (and overlay) at time ``now_ms``."""
+    with index.lock:
+        corpus = _Corpus(index, overlay, request.prefix, now_ms)
+        want = request.offset + request.limit
+        admit = None if request.accept is None else _admit(corpus, request.accept)
+        if request.text is None:  # a listing: newest first
+            positions = np.flatnonzero(corpus.candidates)
+            updated = corpus.updated[positions]
+            chosen = select(
+                best_first(updated, updated, positions, corpus.key, want), request.offset, request.limit, admit
+            )
+            docs = [corpus.doc(i) for i in chosen]
+            return Hits([Hit(d.namespace, d.item_key, d.record) for d in docs], "list", request.mode or "list")
+        text = request.text
+        plan = plan_mode(
+            request.mode,
+            has_embedder=index.embedder is not None,
+            vector_error=index.vector_error,
+            embed=lambda: index.query_vector(text),
+        )
+        terms = analysis.terms(text)
+        signals = Signals(
+            corpus.candidates & corpus.indexed,
+            corpus.updated,
+            corpus.confidence,
+            bm25=corpus.keyword(terms) if plan.mode != "semantic" else None,
+            cosine=corpus.cosine(plan.vector) if plan.vector is not None else None,
+            ideal=bm25_index.ideal(corpus.stats.idf(term) for term in dict.fromkeys(terms)),
+        )
+        model = index.embedder.model_id if index.embedder is not None and plan.vector is not None else None
+        ranking = rank(signals, plan.mode, request.profile, now_ms, request.min_score, embedder=model)
+        chosen = select(ranking.order(corpus.key, want), request.offset, request.limit, admit)
+        hits = []
+        for i in chosen:
+            doc = corpus.doc(i)
+            explained = ranking.explain(i) if request.explain else None
+            hits.append(Hit(doc.namespace, doc.item_key, doc.record, ranking.score(i), explained))
+        return Hits(hits, plan.mode, plan.requested, plan.degraded)
+
+
+def _admit(corpus: _Corpus, accept: Callable[[dict[str, Any]], bool]) -> Callable[[list[int]], list[bool]]:
+    """The exact filter over corpus positions."""
+    return lambda batch: [accept(corpus.doc(i).record.value) for i in batch]
+
+
+__all__ = ["NEVER", "Overlay", "run"]

@@ -1,0 +1,425 @@
+"""The one ranking function: raw keyword and vector scores in; scored, ordered, explained results out.
+
+Every search engine (in process: :mod:`engram.index.engine`; PostgreSQL: :mod:`engram.index.pgengine`)
+only produces candidates, each with its raw BM25, its cosine, its confidence and its ``updated_at``.
+Everything after that happens here, once, with no I/O: fusion, ranking profiles, ``min_score``, the
+tie order, paging and ``explain``.
+
+Scores are absolute (docs/adr/0002-score-fusion.md): the same item scores the same for the same query
+whatever else the search returns, so a score can be compared across queries and ``min_score`` means
+something. Nothing is rescaled within a result set::
+
+    keyword    = tanh(bm25 / ideal)      ideal: the query's BM25 on an average-length item holding
+                                         each query term once (the sum of the terms' idfs)
+    semantic   = max(cosine, 0)
+    similarity = 0.8 * keyword + 0.2 * semantic      (hybrid; keyword or semantic alone in those modes)
+    score      = w_similarity * similarity + w_confidence * confidence + w_recency * recency
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from engram.errors import EmbedderError, InvalidInputError
+from engram.objects import Record
+
+#: Weights of the two signals in a hybrid search's similarity (they sum to 1); see ADR 0002.
+KEYWORD_WEIGHT = 0.8
+SEMANTIC_WEIGHT = 0.2
+#: Recency exponents are capped here: 0.5 ** 1000 is 0 for ranking (and never underflows).
+MAX_HALF_LIVES = 1000.0
+
+Vector = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """Weights of the three signals, and the half-life of recency in hours.
+
+    ``score = similarity * s + confidence * c + recency * r`` where recency is
+    ``0.5 ** (age_hours / half_life_hours)`` and confidence is the item's ``confidence`` (0.5 if absent).
+    """
+
+    similarity: float
+    confidence: float = 0.0
+    recency: float = 0.0
+    half_life_hours: float = 168.0
+    name: str = "custom"
+
+    def __post_init__(self) -> None:
+        weights = (self.similarity, self.confidence, self.recency)
+        if any(w < 0 for w in weights) or not any(weights):
+            raise InvalidInputError(f"profile weights must be >= 0 and not all zero, got {weights}")
+        if self.half_life_hours <= 0:
+            raise InvalidInputError(f"half_life_hours must be > 0, got {self.half_life_hours}")
+
+
+PROFILES: dict[str, Profile] = {
+    "similarity": Profile(1.0, 0.0, 0.0, 168.0, "similarity"),
+    "balanced": Profile(0.34, 0.33, 0.33, 168.0, "balanced"),
+    "recent": Profile(0.3, 0.1, 0.6, 24.0, "recent"),
+    "quality": Profile(0.4, 0.5, 0.1, 720.0, "quality"),
+}
+
+
+def get_profile(profile: str | Profile) -> Profile:
+    """A named profile, or a custom :class:`Profile` as is."""
+    if isinstance(profile, Profile):
+        return profile
+    found = PROFILES.get(profile)
+    if found is None:
+        raise InvalidInputError(f"unknown ranking profile {profile!r}: use {', '.join(PROFILES)} or a Profile(...)")
+    return found
+
+
+# ---------------------------------------------------------------------------------------- engine contract
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One search as an engine sees it: plain values (the memory API builds it from a ``SearchOp``).
+
+    ``accept`` is the exact filter on an item's value (None: no filter); engines may pre-filter with a
+    superset of it, never a subset.
+    """
+
+    prefix: tuple[str, ...]
+    text: str | None
+    mode: str | None = None
+    profile: Profile = PROFILES["similarity"]
+    limit: int = 10
+    offset: int = 0
+    min_score: float | None = None
+    explain: bool = False
+    accept: Callable[[dict[str, Any]], bool] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One result: the item and, for a ranked search, its score and (when asked) its explanation."""
+
+    namespace: tuple[str, ...]
+    key: str
+    record: Record
+    score: float | None = None
+    explain: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class Hits:
+    """An engine's answer: hits best first, the mode that ran, the mode asked for, why it degraded."""
+
+    hits: list[Hit]
+    mode: str
+    requested: str
+    degraded: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModePlan:
+    """The mode a search runs in, with the query vector when it needs one."""
+
+    mode: str
+    requested: str
+    vector: Vector | None = None
+    degraded: str | None = None
+
+
+def plan_mode(
+    requested: str | None, *, has_embedder: bool, vector_error: str | None, embed: Callable[[], Vector]
+) -> ModePlan:
+    """Choose the mode: the one asked for (default hybrid with an embedder, else keyword); a hybrid search
+    whose embedder fails runs as keyword and says why; a semantic one raises :class:`EmbedderError`."""
+    asked = requested or ("hybrid" if has_embedder else "keyword")
+    if asked not in ("hybrid", "semantic"):
+        return ModePlan(asked, asked)
+    try:
+        if not has_embedder:
+            raise EmbedderError("no embedder is configured for this store")
+        if vector_error is not None:
+            raise EmbedderError(vector_error)
+        return ModePlan(asked, asked, embed())
+    except EmbedderError as exc:
+        if asked == "semantic":
+            raise
+        return ModePlan("keyword", asked, None, f"embedder unavailable, ran keyword search instead: {exc}")
+
+
+# ---------------------------------------------------------------------------------------- the function
+
+
+@dataclass(frozen=True, slots=True)
+class Signals:
+    """Raw signals of an engine's candidate positions, as parallel arrays.
+
+    Attributes:
+        eligible: positions that may be returned (in scope, not expired, searchable).
+        updated: ``updated_at`` in ms (recency and the tie order).
+        confidence: each item's confidence in [0, 1].
+        bm25: raw BM25 (0 where no query term occurs); None when the mode has no keyword signal.
+        cosine: raw cosine of item and query vectors; None when the mode has no vector signal.
+        ideal: the query's ideal BM25 (:func:`engram.index.keyword.ideal`).
+    """
+
+    eligible: npt.NDArray[np.bool_]
+    updated: npt.NDArray[np.int64]
+    confidence: npt.NDArray[Any]
+    bm25: npt.NDArray[Any] | None = None
+    cosine: npt.NDArray[Any] | None = None
+    ideal: float = 0.0
+
+
+def keyword_score(bm25: npt.NDArray[Any], ideal: float) -> npt.NDArray[np.float64]:
+    """BM25 on an absolute scale in [0, 1): ``tanh(bm25 / ideal)``.
+
+    About linear up to the query's ideal (0.76 for an average-length item holding every query term
+    once), then saturating towards 1 (repeats, shorter items); 0 when no query term occurs.
+    """
+    raw = np.asarray(bm25, dtype=np.float64)
+    return np.tanh(raw / ideal) if ideal > 0 else np.zeros_like(raw)
+
+
+def semantic_score(cosine: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+    """Cosine on [0, 1]: as is, negatives (unrelated or opposite) as 0."""
+    return np.clip(np.asarray(cosine, dtype=np.float64), 0.0, 1.0)
+
+
+def recency_score(updated: npt.NDArray[np.int64], now_ms: int, half_life_hours: float) -> npt.NDArray[np.float64]:
+    """``0.5 ** (age_hours / half_life_hours)``; an item from the future counts as new."""
+    age_hours = np.maximum(now_ms - updated.astype(np.int64), 0) / 3_600_000.0
+    return np.power(0.5, np.minimum(age_hours / half_life_hours, MAX_HALF_LIVES))
+
+
+@dataclass(slots=True)
+class Ranking:
+    """Scores of the candidates a query returns, and their order and explanations.
+
+    ``positions`` are the engine's positions that have evidence (a query term, or a positive cosine)
+    and reach ``min_score``, in increasing order; the other arrays are parallel to them.
+    """
+
+    mode: str
+    profile: Profile
+    positions: npt.NDArray[np.int64]
+    scores: npt.NDArray[np.float64]
+    similarity: npt.NDArray[np.float64]
+    updated: npt.NDArray[np.int64]
+    confidence: npt.NDArray[np.float64]
+    now_ms: int
+    ideal: float
+    bm25: npt.NDArray[np.float64] | None = None
+    keyword: npt.NDArray[np.float64] | None = None
+    cosine: npt.NDArray[np.float64] | None = None
+    semantic: npt.NDArray[np.float64] | None = None
+    embedder: str | None = None
+    formula: str = field(default="")
+
+    def order(self, key_of: Callable[[int], bytes], want: int) -> Iterator[int]:
+        """Positions best first (see :func:`best_first`)."""
+        return best_first(self.scores, self.updated, self.positions, key_of, want)
+
+    def score(self, position: int) -> float:
+        """The score of a returned position."""
+        return float(self.scores[self._at(position)])
+
+    def _at(self, position: int) -> int:
+        return int(np.searchsorted(self.positions, position))
+
+    def explain(self, position: int) -> dict[str, Any]:
+        """Each signal's raw value, its weighted part of the score (``components`` sum to the score),
+        the weights and the formula."""
+        j, p = self._at(position), self.profile
+        recency = float(recency_score(self.updated[j : j + 1], self.now_ms, p.half_life_hours)[0])
+        confidence = float(self.confidence[j])
+        out: dict[str, Any] = {
+            "mode": self.mode,
+            "profile": p.name,
+            "formula": self.formula,
+            "weights": {"similarity": p.similarity, "confidence": p.confidence, "recency": p.recency},
+            "half_life_hours": p.half_life_hours,
+            "similarity": float(self.similarity[j]),
+            "confidence": confidence,
+            "recency": recency,
+        }
+        components: dict[str, float] = {}
+        share = {"hybrid": (KEYWORD_WEIGHT, SEMANTIC_WEIGHT), "keyword": (1.0, 0.0), "semantic": (0.0, 1.0)}
+        kw_share, sem_share = share[self.mode]
+        if self.bm25 is not None and self.keyword is not None:
+            out["bm25"], out["bm25_ideal"], out["keyword"] = float(self.bm25[j]), self.ideal, float(self.keyword[j])
+            components["keyword"] = p.similarity * kw_share * float(self.keyword[j])
+        if self.cosine is not None and self.semantic is not None:
+            out["cosine"], out["semantic"] = float(self.cosine[j]), float(self.semantic[j])
+            if self.embedder is not None:
+                out["embedder"] = self.embedder
+            components["semantic"] = p.similarity * sem_share * float(self.semantic[j])
+        if self.mode == "hybrid":
+            out["keyword_weight"], out["semantic_weight"] = KEYWORD_WEIGHT, SEMANTIC_WEIGHT
+        components["confidence"] = p.confidence * confidence
+        components["recency"] = p.recency * recency
+        out["components"] = components
+        return out
+
+
+def rank(
+    signals: Signals,
+    mode: str,
+    profile: Profile,
+    now_ms: int,
+    min_score: float | None = None,
+    *,
+    embedder: str | None = None,
+) -> Ranking:
+    """Score an engine's candidates for one query: the one ranking function (pure, no I/O).
+
+    ``mode`` is ``keyword`` (needs ``signals.bm25``), ``semantic`` (needs ``signals.cosine``) or
+    ``hybrid`` (both). A candidate is returned when it has evidence for the mode (a query term, or a
+    positive cosine) and its score reaches ``min_score``.
+    """
+    has = np.asarray(signals.eligible, dtype=bool).copy()
+    kw = signals.bm25 if mode != "semantic" else None
+    cos = signals.cosine if mode != "keyword" else None
+    if mode == "keyword":
+        assert kw is not None
+        has &= kw > 0
+    elif mode == "semantic":
+        assert cos is not None
+        has &= cos > 0
+    else:
+        assert kw is not None and cos is not None
+        has &= (kw > 0) | (cos > 0)
+    positions = np.flatnonzero(has)
+    bm25 = np.asarray(kw[positions], dtype=np.float64) if kw is not None else None
+    cosine = np.asarray(cos[positions], dtype=np.float64) if cos is not None else None
+    keyword = keyword_score(bm25, signals.ideal) if bm25 is not None else None
+    semantic = semantic_score(cosine) if cosine is not None else None
+    if keyword is not None and semantic is not None:
+        similarity = KEYWORD_WEIGHT * keyword + SEMANTIC_WEIGHT * semantic
+    else:
+        found = keyword if keyword is not None else semantic
+        assert found is not None
+        similarity = found
+    updated = np.asarray(signals.updated[positions], dtype=np.int64)
+    confidence = np.asarray(signals.confidence[positions], dtype=np.float64)
+    scores = profile.similarity * similarity
+    if profile.confidence:
+        scores = scores + profile.confidence * confidence
+    if profile.recency:
+        scores = scores + profile.recency * recency_score(updated, now_ms, profile.half_life_hours)
+    if min_score is not None:
+        keep = scores >= float(min_score)
+        positions, updated, scores, similarity, confidence = (
+            positions[keep], updated[keep], scores[keep], similarity[keep], confidence[keep]
+        )  # fmt: skip
+        bm25, keyword, cosine, semantic = (None if a is None else a[keep] for a in (bm25, keyword, cosine, semantic))
+    return Ranking(
+        mode, profile, positions, scores, similarity, updated, confidence, now_ms, signals.ideal,
+        bm25, keyword, cosine, semantic, embedder, formula(mode, profile, signals.ideal),
+    )  # fmt: skip
+
+
+def formula(mode: str, profile: Profile, ideal: float) -> str:
+    """The score's formula for one query, with its numbers, as ``explain`` shows it."""
+    parts = [f"{w:g}*{name}" for name, w in
+             (("similarity", profile.similarity), ("confidence", profile.confidence), ("recency", profile.recency))
+             if w]  # fmt: skip
+    lines = ["score = " + " + ".join(parts)]
+    if profile.similarity:
+        if mode == "hybrid":
+            lines.append(f"similarity = {KEYWORD_WEIGHT:g}*keyword + {SEMANTIC_WEIGHT:g}*semantic")
+        else:
+            lines.append(f"similarity = {mode}")
+        if mode != "semantic":
+            lines.append(f"keyword = tanh(bm25 / {ideal:.6g})")
+        if mode != "keyword":
+            lines.append("semantic = max(cosine, 0)")
+    if profile.recency:
+        lines.append(f"recency = 0.5^(age_hours / {profile.half_life_hours:g})")
+    return "; ".join(lines)
+
+
+# ---------------------------------------------------------------------------------------- order and paging
+
+
+def best_first(
+    values: npt.NDArray[Any],
+    updated: npt.NDArray[np.int64],
+    positions: npt.NDArray[np.int64],
+    key_of: Callable[[int], bytes],
+    want: int,
+) -> Iterator[int]:
+    """``positions`` by descending value, selected in growing rounds, so a page costs about its own size
+    even when a filter rejects most of what ranks first.
+
+    Equal values go newest first (``updated`` descending), then by tree key (namespace, then item key):
+    every engine orders ties this way. ``values`` and ``updated`` are parallel to ``positions``.
+    """
+    idx = np.arange(len(positions))
+    take = max(4 * want, 64)
+    while len(idx):
+        vals = values[idx]
+        if take < len(idx):
+            part = np.argpartition(-vals, take - 1)[:take]
+            chosen = vals >= vals[part].min()  # keep every tie at the cut
+        else:
+            chosen = np.ones(len(idx), dtype=bool)
+        picked = sorted(
+            idx[chosen].tolist(), key=lambda j: (-float(values[j]), -int(updated[j]), key_of(int(positions[j])))
+        )
+        yield from (int(positions[j]) for j in picked)
+        idx = idx[~chosen]
+        take *= 4
+
+
+def select(
+    order: Iterator[int], offset: int, limit: int, admit: Callable[[list[int]], list[bool]] | None = None
+) -> list[int]:
+    """The positions of one page: walk ``order``, keep what ``admit`` accepts (the exact filter, asked
+    about growing batches so an engine can fetch what it needs at once), skip ``offset``, take ``limit``."""
+    out: list[int] = []
+    skipped = 0
+    size = max(offset + limit, 1)
+    while len(out) < limit:
+        batch = list(itertools.islice(order, size))
+        if not batch:
+            break
+        verdicts = admit(batch) if admit is not None else [True] * len(batch)
+        for position, ok in zip(batch, verdicts, strict=True):
+            if not ok:
+                continue
+            if skipped < offset:
+                skipped += 1
+                continue
+            out.append(position)
+            if len(out) >= limit:
+                break
+        size *= 4
+    return out
+
+
+__all__ = [
+    "KEYWORD_WEIGHT",
+    "PROFILES",
+    "SEMANTIC_WEIGHT",
+    "Hit",
+    "Hits",
+    "ModePlan",
+    "Profile",
+    "Ranking",
+    "Request",
+    "Signals",
+    "best_first",
+    "formula",
+    "get_profile",
+    "keyword_score",
+    "plan_mode",
+    "rank",
+    "recency_score",
+    "select",
+    "semantic_score",
+]
