@@ -19,7 +19,8 @@ from engram.cli._common import err, friendly, loopback_only, out, vector_cache_o
 from engram.errors import ConfigError
 from engram.ops.access import SCOPES, KeyRing
 from engram.ops.tenants import MAX_OPEN
-from engram.server.app import MiB, ServerConfig, create_app
+from engram.server.app import create_app
+from engram.server.config import MiB, ServerConfig
 
 _keys_file = click.option(
     "--keys-file",

@@ -1,43 +1,28 @@
-"""The MCP server: a memory store's verbs as tools for MCP clients, over stdio or streamable HTTP.
+"""The MCP tools: each one a library call with a strict JSON schema of arguments and an access guard.
 
-``build_server(memory)`` returns the official SDK's low-level :class:`mcp.server.Server` with eleven tools
-(``memory_search``, ``memory_get``, ``memory_write`` ...). Each tool is one call into the library, run on a
-worker thread; its arguments are first checked against the tool's JSON schema, so an unknown argument is an
-error, never silently ignored. engram's own errors come back as tool errors (``isError``) with a one-line
-message; they never stop the server. ``engram mcp`` (the click :data:`command`) serves it.
-
-Namespaces are JSON arrays of labels (``["users", "alice"]``), in arguments and in results; versions are
-ref expressions (``main``, a tag, a commit id, ``HEAD~2``, ``main@{2026-11-20T11:15:00Z}``).
+``TOOLS`` maps each tool's name to its :class:`Tool`: description, JSON schema, the scope it needs (``read`` or
+``write``) and the guard that applies a caller's namespace prefix (the HTTP API's access policy). Namespaces are
+JSON arrays of labels (``["users", "alice"]``); versions are ref expressions (``main``, a tag, a commit id,
+``HEAD~2``, ``main@{2026-11-20T11:15:00Z}``).
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 import inspect
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from itertools import islice
 from typing import Any, Literal, TypeVar
 
-import anyio
-import anyio.to_thread
-import uvicorn
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
 from mcp import types
-from mcp.server import Server, ServerRequestContext
-from mcp.server.stdio import stdio_server
-from starlette.types import ASGIApp, Receive, Scope, Send
 
-from engram.errors import AuthenticationError, EngramError, MergeConflictError
-from engram.ops.access import LOCAL, KeyRing, Principal, authenticate
-from engram.ops.tenants import TenantPool
+from engram.ops.access import Principal
 from engram.store import Memory
 from engram.store.ops import NOT_PROVIDED, Mode
 from engram.store.ranking import PROFILES
-from engram.store.serialize import change_json, commit_json, conflict_json, item_json, version_json
+from engram.store.serialize import change_json, commit_json, item_json, version_json
 
 F = TypeVar("F", bound=Callable[..., dict[str, Any]])
 #: Narrows a call's arguments to what the caller may touch (a namespace prefix), or refuses it.
@@ -458,7 +443,7 @@ def memory_branch(
     """
     if action != "list":
         if name is None:
-            raise _ArgumentError(f"memory_branch needs `name` to {action} a branch")
+            raise ArgumentError(f"memory_branch needs `name` to {action} a branch")
         if action == "create":
             memory.create_branch(name, at)
         else:
@@ -505,186 +490,5 @@ def memory_revert(
     return {"commit": commit_json(_on(memory, branch, author).revert(ref, strategy=strategy))}
 
 
-# --------------------------------------------------------------------- server
-
-
-class _ArgumentError(Exception):
-    """Arguments that fit the schema but not each other."""
-
-
-def _result(data: dict[str, Any]) -> types.CallToolResult:
-    text = json.dumps(data, ensure_ascii=False)
-    return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=data)
-
-
-def _failure(kind: str, message: str, **details: Any) -> types.CallToolResult:
-    """A tool error: one line of text for the model, and the same as structured ``{"error": {...}}``."""
-    line = " ".join(message.split())
-    error = {"type": kind, "message": line, **details}
-    return types.CallToolResult(
-        content=[types.TextContent(text=f"{kind}: {line}")], structured_content={"error": error}, is_error=True
-    )
-
-
-async def call_tool(
-    memory: Memory, name: str, arguments: dict[str, Any], who: Principal = LOCAL
-) -> types.CallToolResult:
-    """Check ``arguments`` against tool ``name``'s schema and the caller's access (scope, namespace prefix), run
-    it on a worker thread, and shape the result. ``who`` is the authenticated caller (over HTTP with API keys);
-    ``memory`` is their tenant's store."""
-    tool = TOOLS.get(name)
-    if tool is None:
-        return _failure("UnknownTool", f"no tool {name!r}; the tools are: {', '.join(TOOLS)}")
-    problem = tool.problem(arguments)
-    if problem is not None:
-        return _failure("InvalidArguments", problem)
-    try:
-        args = {**tool.defaults, **arguments}
-        if who is not LOCAL:
-            who.require(tool.scope)
-            args = tool.guard(who, args) if tool.guard is not None else args
-            memory = who.handle(memory)
-        data = await anyio.to_thread.run_sync(partial(tool.run, memory, **args))
-    except _ArgumentError as exc:
-        return _failure("InvalidArguments", str(exc))
-    except MergeConflictError as exc:
-        conflicts = [conflict_json(c) for c in exc.conflicts[:MAX_CONFLICTS]]
-        return _failure(type(exc).__name__, str(exc), conflict_count=len(exc.conflicts), conflicts=conflicts)
-    except EngramError as exc:
-        return _failure(type(exc).__name__, str(exc))
-    return _result(data)
-
-
-def _version() -> str:
-    try:
-        return importlib.metadata.version("engram")
-    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return "0"
-
-
-def _secret(headers: Any) -> str | None:
-    """The API key of an HTTP request: ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``."""
-    bearer = headers.get("authorization") or ""
-    scheme, _, value = bearer.partition(" ")
-    if scheme.lower() == "bearer" and value.strip():
-        return value.strip()
-    found: str | None = headers.get("x-api-key")
-    return found
-
-
-@dataclass(frozen=True, slots=True)
-class KeyedAccess:
-    """Tool calls over HTTP with API keys: the caller comes from the request's key (never from a tool
-    argument), and acts on its own tenant's store with its scopes and namespace prefix (as over HTTP)."""
-
-    keyring: KeyRing
-    tenants: TenantPool
-
-
-def build_server(memory: Memory | None = None, *, access: KeyedAccess | None = None) -> Server[Any]:
-    """An MCP server (the SDK's low-level :class:`~mcp.server.Server`) whose tools act on ``memory``, or with
-    ``access`` on the store of the tenant each request's API key names.
-
-    Writes go to the handle's branch unless a tool call names another; run it with :func:`serve_stdio`,
-    :func:`serve_http`, or in-process with ``mcp.Client(server)``.
-    """
-    if (memory is None) == (access is None):
-        raise ValueError("build_server takes a memory, or access (keys and tenants), not both")
-    listed = [tool.describe() for tool in TOOLS.values()]
-
-    async def list_tools(
-        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=listed)
-
-    async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
-        if memory is not None:
-            return await call_tool(memory, params.name, params.arguments or {})
-        assert access is not None
-        try:
-            headers = getattr(ctx.request, "headers", None)
-            who = authenticate(access.keyring, None if headers is None else _secret(headers))
-            tenant = await anyio.to_thread.run_sync(access.tenants.acquire, who.tenant)
-        except EngramError as exc:
-            return _failure(type(exc).__name__, str(exc))
-        try:
-            return await call_tool(tenant, params.name, params.arguments or {}, who)
-        finally:
-            access.tenants.release(who.tenant)
-
-    def input_schema(name: str) -> dict[str, Any] | None:
-        tool = TOOLS.get(name)
-        return None if tool is None else tool.input_schema
-
-    return Server(
-        "engram",
-        version=_version(),
-        title="engram memory",
-        instructions=INSTRUCTIONS,
-        on_list_tools=list_tools,
-        on_call_tool=on_call_tool,
-        get_tool_input_schema=input_schema,
-    )
-
-
-async def serve_stdio(server: Server[Any]) -> None:
-    """Serve one client over this process's stdin and stdout until it closes them."""
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
-
-
-def http_url(host: str, port: int) -> str:
-    """The streamable HTTP endpoint clients connect to."""
-    shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}{HTTP_PATH}"
-
-
-class RequireKey:
-    """Refuses HTTP requests without a valid API key with a 401 (engram's error shape) before the protocol sees
-    them: an MCP server with keys answers nobody else, not even its tool list."""
-
-    def __init__(self, app: ASGIApp, keyring: KeyRing) -> None:
-        self.app = app
-        self.keyring = keyring
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
-            try:
-                authenticate(self.keyring, _secret(headers))
-            except AuthenticationError as exc:
-                body = json.dumps({"error": {"code": exc.code, "message": str(exc), "details": None}}).encode()
-                await send({"type": "http.response.start", "status": 401, "headers": [
-                    (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})  # fmt: skip
-                await send({"type": "http.response.body", "body": body})
-                return
-        await self.app(scope, receive, send)
-
-
-def http_app(server: Server[Any], *, host: str = "127.0.0.1", keyring: KeyRing | None = None) -> ASGIApp:
-    """The streamable HTTP app of ``server`` at :data:`HTTP_PATH`; with ``keyring`` every request needs a key."""
-    app: ASGIApp = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
-    return app if keyring is None else RequireKey(app, keyring)
-
-
-async def serve_http(
-    server: Server[Any], *, host: str = "127.0.0.1", port: int = 8765, keyring: KeyRing | None = None
-) -> None:
-    """Serve clients over streamable HTTP at :func:`http_url` until interrupted."""
-    app = http_app(server, host=host, keyring=keyring)
-    await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
-
-
-__all__ = [
-    "HTTP_PATH",
-    "TOOLS",
-    "KeyedAccess",
-    "RequireKey",
-    "Tool",
-    "build_server",
-    "call_tool",
-    "http_app",
-    "http_url",
-    "serve_http",
-    "serve_stdio",
-]
+class ArgumentError(Exception):
+    """Arguments that fit a tool's schema but not each other."""
