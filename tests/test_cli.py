@@ -153,3 +153,15 @@ def test_cli_import_rejects_bad_files_and_writes_nothing(run, tmp_path: Path, co
     code, out = run("import", str(bad))
     assert code == 1 and message in out and "Traceback" not in out
     assert run("log", "--json")[1] == before
+
+
+def test_cli_merge_conflicts_are_listed_with_their_values(run) -> None:  # type: ignore[no-untyped-def]
+    run("put", "users/alice", "prefs", '{"theme": "dark"}')
+    run("branch", "fix")
+    run("--branch", "fix", "put", "users/alice", "prefs", '{"theme": "light"}')
+    run("put", "users/alice", "prefs", '{"theme": "neon"}')
+    code, out = run("merge", "fix")
+    assert code == 1 and "Traceback" not in out
+    assert "conflict users/alice/prefs" in out
+    assert 'base   {"theme": "dark"}' in out and 'ours   {"theme": "neon"}' in out
+    assert 'theirs {"theme": "light"}' in out

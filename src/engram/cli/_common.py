@@ -16,12 +16,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from engram.errors import EngramError
+from engram.errors import EngramError, MergeConflictError
 from engram.objects import Commit
 from engram.store import Item, Memory
 from engram.store import open as open_store
 from engram.store.connect import checked_out
-from engram.store.serialize import commit_json, item_json
+from engram.store.serialize import commit_json, conflict_json, item_json
 
 F = TypeVar("F", bound=Callable[..., Any])
 out = Console(highlight=False)
@@ -52,10 +52,30 @@ def friendly(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except (EngramError, NotImplementedError) as exc:
-            err.print(f"[red]error:[/red] {exc}")
+            err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
+            if isinstance(exc, MergeConflictError):
+                _print_conflicts(exc)
             sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
+
+
+#: At most this many conflicts are printed (the error says how many there are).
+MAX_CONFLICTS = 50
+
+
+def _print_conflicts(exc: MergeConflictError) -> None:
+    """Each conflict of a refused merge or revert: its item and the base, ours and theirs values (one shape with
+    HTTP and MCP: :func:`engram.store.serialize.conflict_json`)."""
+    for conflict in exc.conflicts[:MAX_CONFLICTS]:
+        shown = conflict_json(conflict)
+        err.print(f"  conflict {escape('/'.join(shown['namespace']))}/{escape(shown['key'])}", soft_wrap=True)
+        for side in ("base", "ours", "theirs"):
+            item = shown[side]
+            value = "(absent)" if item is None else json.dumps(item["value"], ensure_ascii=False)
+            err.print(f"    {side:<6} {escape(value)}", soft_wrap=True)
+    if len(exc.conflicts) > MAX_CONFLICTS:
+        err.print(f"  ... and {len(exc.conflicts) - MAX_CONFLICTS} more")
 
 
 def parse_ns(text: str) -> tuple[str, ...]:
