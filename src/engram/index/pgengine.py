@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engram import codec
-from engram.backends.postgres import Migration, PostgresDatabase, ensure_schema
+from engram.backends.postgres import PostgresDatabase, ensure_schema
 from engram.embed.base import Embedder
 from engram.errors import EmbedderError, InvalidInputError, StorageError
 from engram.hashing import ChunkId
@@ -40,6 +40,7 @@ from engram.index import keyword
 from engram.index import text as analysis
 from engram.index.cache import QueryVectors, VectorCache, embed_through
 from engram.index.docs import Doc, confidence_of, make_doc
+from engram.index.pgschema import SEARCH_MIGRATIONS
 from engram.index.ranking import Hit, Hits, Request, Signals, plan_mode, rank, select
 from engram.index.vector import ANN_MIN
 from engram.objects import Record, decode_record
@@ -51,92 +52,6 @@ _log = logging.getLogger(__name__)
 #: A filter pushed down to SQL: a boolean SQL expression over ``value`` and the parameters it names.
 PreFilter = tuple[str, dict[str, Any]]
 
-SEARCH_MIGRATIONS: tuple[Migration, ...] = (
-    Migration(
-        101,
-        "search: documents with tsvector, JSONB and pgvector embeddings per indexed branch head",
-        """
-        CREATE EXTENSION IF NOT EXISTS vector;
-        CREATE TABLE engram_index_heads (
-            repo text NOT NULL,
-            branch text NOT NULL,
-            root bytea NOT NULL,
-            model text NOT NULL,
-            fields text NOT NULL,
-            docs bigint NOT NULL DEFAULT 0,
-            length bigint NOT NULL DEFAULT 0,
-            vector_error text,
-            PRIMARY KEY (repo, branch)
-        );
-        CREATE TABLE engram_docs (
-            repo text NOT NULL,
-            branch text NOT NULL,
-            key bytea NOT NULL,
-            ns_path text NOT NULL,
-            record bytea NOT NULL,
-            value jsonb NOT NULL,
-            updated bigint NOT NULL,
-            expires bigint,
-            confidence real NOT NULL,
-            indexed boolean NOT NULL,
-            length integer NOT NULL,
-            terms jsonb NOT NULL,
-            tsv tsvector NOT NULL,
-            dim integer,
-            embedding vector,
-            PRIMARY KEY (repo, branch, key)
-        );
-        CREATE INDEX engram_docs_tsv ON engram_docs USING gin (tsv);
-        CREATE INDEX engram_docs_ns ON engram_docs (repo, branch, ns_path text_pattern_ops);
-        CREATE TABLE engram_index_terms (
-            repo text NOT NULL,
-            branch text NOT NULL,
-            term text NOT NULL,
-            df bigint NOT NULL,
-            PRIMARY KEY (repo, branch, term)
-        );
-        """,
-    ),
-    Migration(
-        102,
-        "search: keep embeddings inline (a TOAST fetch per row made exact scoring 10x slower)",
-        "ALTER TABLE engram_docs ALTER COLUMN embedding SET STORAGE MAIN;",
-    ),
-    Migration(
-        103,
-        "search: term frequencies as parallel arrays (4x faster to read per row than a JSONB map)",
-        """
-        ALTER TABLE engram_docs ADD COLUMN term_list text[], ADD COLUMN tf_list real[];
-        UPDATE engram_docs SET term_list = ARRAY(SELECT jsonb_object_keys(terms)),
-            tf_list = ARRAY(SELECT (terms->>k)::real FROM jsonb_object_keys(terms) AS k);
-        ALTER TABLE engram_docs ALTER COLUMN term_list SET NOT NULL, ALTER COLUMN tf_list SET NOT NULL,
-            DROP COLUMN terms;
-        """,
-    ),
-    Migration(
-        104,
-        "search: no compression or out-of-line storage for rows under 8 KB (scoring reads every column per row)",
-        "ALTER TABLE engram_docs SET (toast_tuple_target = 8160);",
-    ),
-    Migration(
-        105,
-        "search: embeddings in their own table, so keyword scoring reads narrow rows",
-        """
-        CREATE TABLE engram_doc_vectors (
-            repo text NOT NULL,
-            branch text NOT NULL,
-            key bytea NOT NULL,
-            dim integer NOT NULL,
-            embedding vector NOT NULL,
-            PRIMARY KEY (repo, branch, key)
-        );
-        ALTER TABLE engram_doc_vectors ALTER COLUMN embedding SET STORAGE MAIN;
-        INSERT INTO engram_doc_vectors (repo, branch, key, dim, embedding)
-            SELECT repo, branch, key, dim, embedding FROM engram_docs WHERE embedding IS NOT NULL;
-        ALTER TABLE engram_docs DROP COLUMN embedding, DROP COLUMN dim;
-        """,
-    ),
-)
 
 #: Rows written at once after which the tables are analysed (bulk loads change the right query plans).
 ANALYZE_AFTER = 5_000
