@@ -42,10 +42,10 @@ def test_cli_put_get_log_diff_search(run) -> None:  # type: ignore[no-untyped-de
     ]  # fmt: skip
     code, out = run("search", "users", "dark", "--at", "HEAD~1", "--json")
     assert [i["key"] for i in json.loads(out)["items"]] == ["prefs"]
-    assert "1 items changed" in run("diff", "HEAD~1")[1]
+    assert " 1 item changed: 0 added, 1 modified" in run("diff", "HEAD~1")[1]
     assert run("ls", "--json")[1].strip().startswith("[")
     assert "ok" in run("fsck")[1]
-    assert "indexed 1 items" in run("reindex")[1]
+    assert "indexed 1 item on branch" in run("reindex")[1]
     assert run("rm", "users/alice", "prefs")[0] == 0
     assert run("get", "users/alice", "prefs")[0] == 1
 
@@ -165,3 +165,119 @@ def test_cli_merge_conflicts_are_listed_with_their_values(run) -> None:  # type:
     assert "conflict users/alice/prefs" in out
     assert 'base   {"theme": "dark"}' in out and 'ours   {"theme": "neon"}' in out
     assert 'theirs {"theme": "light"}' in out
+
+
+def test_cli_bad_input_to_every_command_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """Issue #12: bad JSON, a missing file, an unknown ref or a bad namespace: one error line, non-zero exit."""
+    runner = CliRunner()
+    base = ["--store", str(tmp_path / "store"), "--embedder", "hashing", "--vector-cache", "none"]
+    runner.invoke(cli, [*base, "put", "users/alice", "prefs", '{"theme": "dark"}'], obj={})
+    missing = str(tmp_path / "nonexistent" / "dir" / "x.jsonl")
+    cases = [
+        ["init", "--nope"],
+        ["put", "a.b", "k", "{}"], ["put", "users", "k", "{bad}"], ["put", "users", "k", "[1]"],
+        ["get", "a.b", "k"], ["get", "users", "k", "--at", "nope"],
+        ["rm", "a.b", "k"],
+        ["search", "users", "--filter", "{bad}"], ["search", "users", "--filter", "[1]"],
+        ["search", "a.b", "q"], ["search", "users", "q", "--at", "nope"], ["search", "users", "q", "--profile", "nope"],
+        ["ls", "--prefix", "a.b"], ["ls", "--at", "nope"],
+        ["log", "nope"], ["log", "--namespace", "a.b"],
+        ["diff", "nope"], ["diff", "HEAD", "nope"], ["diff", "HEAD", "--namespace", "a.b"],
+        ["show", "nope"],
+        ["history", "a.b", "k"],
+        ["branch", "x", "--at", "nope"], ["branch", "bad..name"], ["branch", "nope", "-d"],
+        ["tag", "t", "--at", "nope"], ["tag", "bad..name"],
+        ["merge", "nope"], ["revert", "nope"], ["reset", "nope"],
+        ["gc", "--keep-reflog-days", "x"],
+        ["checkout", "nope"],
+        ["export", missing], ["export", "--at", "nope"], ["export", "--namespace", "a.b"],
+        ["import", missing], ["import", str(tmp_path)],
+        ["db", "migrate"], ["db", "status"],
+    ]  # fmt: skip
+    for args in cases:
+        result = runner.invoke(cli, [*base, *args], obj={})
+        # CliRunner catches what escapes: anything but SystemExit would be a traceback in a terminal
+        assert isinstance(result.exception, SystemExit), (args, result.exception)
+        assert result.exit_code != 0 and "Traceback" not in result.output, (args, result.output)
+        assert result.output.strip(), args
+
+
+def test_cli_rm_missing_and_merge_merged_say_nothing_to_do(run) -> None:  # type: ignore[no-untyped-def]
+    """Issue #12: a no-op says so (exit 0) instead of printing the head as if it made a commit."""
+    run("put", "users/alice", "prefs", '{"theme": "dark"}')
+    before = run("log", "--json")[1]
+    code, out = run("rm", "users/alice", "x")
+    assert code == 0 and "nothing to delete: no item users/alice/x" in out
+    assert run("log", "--json")[1] == before
+    run("branch", "fix")
+    run("--branch", "fix", "put", "users/bob", "note", '{"v": 1}')
+    run("put", "users/carol", "note", '{"v": 2}')
+    code, out = run("merge", "fix")
+    assert code == 0 and "merge fix into main" in out
+    merged = run("log", "--json")[1]
+    code, out = run("merge", "fix")
+    assert code == 0 and "already up to date" in out
+    assert run("log", "--json")[1] == merged
+
+
+def test_cli_output_is_not_wrapped_when_not_a_terminal(run) -> None:  # type: ignore[no-untyped-def]
+    """Issue #12: `engram log | grep` sees each commit on one line, however long its message."""
+    message = "remember " + " ".join(f"word{i}" for i in range(60))
+    run("put", "users/alice", "prefs", '{"theme": "dark"}', "-m", message)
+    code, out = run("log")
+    assert code == 0 and any(line.endswith(message) and line.startswith("* ") for line in out.splitlines())
+    code, out = run("log", "x" * 200)
+    assert code == 1 and any(line.startswith("error:") and "x" * 200 in line for line in out.splitlines())
+
+
+def test_cli_version(run) -> None:  # type: ignore[no-untyped-def]
+    from importlib.metadata import version
+
+    code, out = run("--version")
+    assert code == 0 and out.strip() == f"engram {version('engram')}"
+
+
+def test_cli_tag_delete(run) -> None:  # type: ignore[no-untyped-def]
+    run("put", "n", "k", '{"v": 1}')
+    run("tag", "v1")
+    code, out = run("tag", "-d", "v1")
+    assert code == 0 and "deleted tag v1" in out and "v1" not in run("tag")[1]
+    assert run("tag", "v1", "--at", "HEAD~1")[0] == 0  # the name is free again: a tag moves by delete + create
+    code, out = run("tag", "-d", "nope")
+    assert code == 1 and "tag 'nope' does not exist" in out
+    assert run("tag", "-d")[0] == 2
+
+
+def test_cli_reflog_newest_first(run) -> None:  # type: ignore[no-untyped-def]
+    run("put", "n", "k", '{"v": 1}')
+    run("put", "n", "k", '{"v": 2}')
+    run("reset", "HEAD~1")
+    code, out = run("reflog", "--json")
+    entries = json.loads(out)
+    assert code == 0 and [e["reason"].split(":")[0] for e in entries] == ["reset", "commit", "commit", "init"]
+    assert entries[0]["old"] == entries[1]["new"] and entries[-1]["old"] is None
+    assert set(entries[0]) == {"time", "old", "new", "actor", "reason"}
+    code, out = run("reflog", "-n", "2")
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 2 and f"{entries[0]['old'][:10]} -> {entries[0]['new'][:10]}" in lines[0]
+    run("branch", "gone")
+    run("branch", "gone", "-d")
+    assert "branch: deleted" in run("reflog", "gone")[1]  # a deleted branch's moves are still there
+    code, out = run("reflog", "nope")
+    assert code == 1 and "branch 'nope' does not exist" in out
+
+
+def test_cli_wording_plurals_no_double_parentheses_readable_commit_repr(run) -> None:  # type: ignore[no-untyped-def]
+    """Issue #12: "1 items changed", "a tag ((none))" and a Commit repr full of raw bytes."""
+    run("put", "n", "a", '{"v": 1}')
+    run("put", "n", "b", '{"v": 1}')
+    run("put", "n", "c", '{"v": 1}')
+    assert " 1 item changed: 1 added" in run("diff", "HEAD~1")[1]
+    assert " 2 items changed: 2 added" in run("diff", "HEAD~2")[1]
+    code, out = run("show", "nope")
+    assert code == 1 and "a tag (none)" in out and "((none))" not in out
+
+    import engram
+
+    commit = engram.open(":memory:", embedder=None).put(("users", "alice"), "k", {"v": 1}, author="alice")
+    assert repr(commit) == f"<Commit {commit.short_id} by alice: 'put users/alice/k'>"

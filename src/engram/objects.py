@@ -17,7 +17,7 @@ _COMMIT = b"C"
 _RECORD = b"R"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class Commit:
     """One version: a tree root, its parents, and who made it, when and why.
 
@@ -43,6 +43,10 @@ class Commit:
     def short_id(self) -> str:
         """The first 10 hex characters of the id."""
         return self.id.hex()[:10]
+
+    def __repr__(self) -> str:
+        """``<Commit 0a9d0ec6da by alice: 'put users/alice/prefs'>`` (the fields hold raw bytes: unreadable)."""
+        return f"<Commit {self.short_id} by {self.author}: {self.message!r}>"
 
 
 def encode_commit(

@@ -150,7 +150,7 @@ class Repository:
 
     def _names(self, prefix: str) -> str:
         names = sorted(name[len(prefix) :] for name in self.refs.list(prefix))
-        return ", ".join(names) if names else "(none)"
+        return ", ".join(names) if names else "none"
 
     def resolve(self, ref: str | datetime | ChunkId, branch: str = "main") -> ChunkId:
         """Resolve a ref expression to a commit id; ``HEAD`` means the head of ``branch``.

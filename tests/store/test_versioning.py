@@ -332,3 +332,17 @@ def test_history_credits_the_commit_not_the_merge(mem: Memory) -> None:
     mem.put(NS, "other", {"v": 1})
     mem.merge("side")
     assert [v.commit.id for v in mem.history(NS, "k")] == [made.id]
+
+
+def test_reflog_lists_a_branch_moves_newest_first(mem: Memory) -> None:
+    c1 = mem.put(NS, "k", {"v": 1})
+    c2 = mem.put(NS, "k", {"v": 2})
+    mem.reset(c1.id.hex())
+    entries = mem.reflog()
+    assert [(e["old"], e["new"]) for e in entries[:3]] == [
+        (c2.id.hex(), c1.id.hex()), (c1.id.hex(), c2.id.hex()), (entries[2]["old"], c1.id.hex())
+    ]  # fmt: skip
+    assert entries[0]["reason"].startswith("reset") and isinstance(entries[0]["time"], int)
+    assert len(mem.reflog(limit=1)) == 1 and mem.reflog("main") == entries
+    with pytest.raises(engram.errors.RefNotFoundError, match="no reflog"):
+        mem.reflog("nope")

@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import ClassVar
 
 import click
+from rich.markup import escape
 from rich.progress import Progress
 
 from engram.cli._common import (
@@ -23,7 +24,9 @@ from engram.cli._common import (
     err,
     friendly,
     out,
+    parse_json,
     parse_ns,
+    plural,
     store_of,
     store_url,
     when,
@@ -93,6 +96,7 @@ class _LazyGroup(click.Group):
     show_default="~/.cache/engram/vectors.db",
     help="File of embeddings shared by every store (a text is embedded once); 'none': in each store.",
 )
+@click.version_option(package_name="engram", message="engram %(version)s")
 @click.pass_context
 def cli(
     ctx: click.Context, store: str | None, branch: str | None, embedder: str, redis: str | None, vector_cache: str
@@ -129,10 +133,7 @@ def init(ctx: click.Context) -> None:
 @friendly
 def put(ctx: click.Context, namespace: str, key: str, value: str, author: str | None, message: str | None) -> None:
     """Store VALUE (a JSON object) at NAMESPACE (a/b/c) and KEY, as one commit."""
-    try:
-        parsed = json.loads(value)
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"VALUE is not JSON: {exc}") from None
+    parsed = parse_json(value, "VALUE")
     commit = store_of(ctx).put(parse_ns(namespace), key, parsed, author=author, message=message)
     out.print(f"[green]{commit.short_id}[/green] {commit.message}")
 
@@ -160,9 +161,14 @@ def get(ctx: click.Context, namespace: str, key: str, at: str | None, as_json: b
 @click.pass_context
 @friendly
 def rm(ctx: click.Context, namespace: str, key: str) -> None:
-    """Delete the item at NAMESPACE and KEY, as one commit."""
-    commit = store_of(ctx).delete(parse_ns(namespace), key)
-    out.print(f"[green]{commit.short_id}[/green] {commit.message}")
+    """Delete the item at NAMESPACE and KEY, as one commit (a missing item: nothing to do, no commit)."""
+    mem = store_of(ctx)
+    before = mem.head.id
+    commit = mem.delete(parse_ns(namespace), key)
+    if commit.id == before:
+        out.print(f"nothing to delete: no item {escape(namespace)}/{escape(key)}")
+        return
+    out.print(f"[green]{commit.short_id}[/green] {escape(commit.message)}")
 
 
 @cli.command()
@@ -180,7 +186,7 @@ def rm(ctx: click.Context, namespace: str, key: str) -> None:
 def search(ctx: click.Context, namespace: str, query: str | None, filter_: str | None, limit: int, mode: str | None,
            profile: str, explain: bool, at: str | None, as_json: bool) -> None:  # fmt: skip
     """Search under NAMESPACE for QUERY (without QUERY: list newest first)."""
-    spec = json.loads(filter_) if filter_ else None
+    spec = parse_json(filter_, "--filter") if filter_ else None
     mem = store_of(ctx)
     reader = mem.at(at) if at else mem
     results = reader.search(parse_ns(namespace), query, filter=spec, limit=limit, mode=mode, profile=profile,  # type: ignore[arg-type]
@@ -258,7 +264,7 @@ def diff(ctx: click.Context, old: str, new: str, namespace: str, as_json: bool) 
     for c in changes:
         out.print(f" {signs[c.kind]} {'/'.join(c.namespace)}/{c.key}")
     counts = {kind: sum(1 for c in changes if c.kind == kind) for kind in signs}
-    out.print(f" {len(changes)} items changed: {counts['added']} added, {counts['modified']} modified, "
+    out.print(f" {plural(len(changes), 'item')} changed: {counts['added']} added, {counts['modified']} modified, "
               f"{counts['removed']} removed")  # fmt: skip
 
 
@@ -320,17 +326,44 @@ def branch(ctx: click.Context, name: str | None, at: str, delete: bool) -> None:
 @cli.command()
 @click.argument("name", required=False)
 @click.option("--at", "at", default="HEAD", show_default=True, help="The version to name.")
+@click.option("--delete", "-d", is_flag=True, help="Delete tag NAME.")
 @click.pass_context
 @friendly
-def tag(ctx: click.Context, name: str | None, at: str) -> None:
-    """List tags, or name the version --at (default HEAD) NAME."""
+def tag(ctx: click.Context, name: str | None, at: str, delete: bool) -> None:
+    """List tags, name the version --at (default HEAD) NAME, or delete tag NAME (-d)."""
     mem = store_of(ctx)
     if name is None:
+        if delete:
+            raise click.UsageError("tag -d needs the NAME of the tag to delete")
         for t, cid in mem.tags().items():
-            out.print(f"{t} [yellow]{cid[:10]}[/yellow]")
+            out.print(f"{escape(t)} [yellow]{cid[:10]}[/yellow]")
+        return
+    if delete:
+        was = mem.tags().get(name)
+        mem.delete_tag(name)
+        out.print(f"deleted tag {escape(name)}" + (f" (was {was[:10]})" if was else ""))
         return
     mem.tag(name, at)
     out.print(f"tagged {mem.resolve(name).short_id} as {name}")
+
+
+@cli.command()
+@click.argument("branch", required=False)
+@click.option("--limit", "-n", type=int, default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@friendly
+def reflog(ctx: click.Context, branch: str | None, limit: int, as_json: bool) -> None:
+    """How BRANCH (default --branch) moved, newest first: time, old -> new, actor, reason (also after a reset or
+    a delete)."""
+    entries = store_of(ctx).reflog(branch, limit)
+    if as_json:
+        emit(entries)
+        return
+    for e in entries:
+        old, new = (e[side][:10] if e[side] else "(none)" for side in ("old", "new"))
+        out.print(f"[dim]{when(e['time'])}[/dim] [yellow]{old}[/yellow] -> [yellow]{new}[/yellow] "
+                  f"{escape(e['actor'] or '-')}: {escape(e['reason'])}")  # fmt: skip
 
 
 @cli.command()
@@ -339,8 +372,13 @@ def tag(ctx: click.Context, name: str | None, at: str) -> None:
 @click.pass_context
 @friendly
 def merge(ctx: click.Context, source: str, strategy: str) -> None:
-    """Merge branch or version SOURCE into --branch with a two-parent commit."""
-    commit = store_of(ctx).merge(source, strategy=strategy)  # type: ignore[arg-type]
+    """Merge branch or version SOURCE into --branch with a two-parent commit (nothing new: no commit)."""
+    mem = store_of(ctx)
+    before = mem.head.id
+    commit = mem.merge(source, strategy=strategy)  # type: ignore[arg-type]
+    if commit.id == before:
+        out.print(f"already up to date: {mem.branch} has everything in {escape(source)}")
+        return
     out.print(f"[green]{commit.short_id}[/green] {commit.message}")
 
 
@@ -402,7 +440,7 @@ def reindex(ctx: click.Context) -> None:
     with Progress(console=err, transient=True) as progress:
         task = progress.add_task("indexing", total=total)
         done = mem.reindex(progress=lambda n: progress.advance(task, n))
-    out.print(f"indexed {done} items on branch {mem.branch}")
+    out.print(f"indexed {plural(done, 'item')} on branch {mem.branch}")
 
 
 @cli.command()
@@ -441,7 +479,7 @@ def export_(ctx: click.Context, file: str, at: str | None, namespace: str, embed
         task = progress.add_task("exporting", total=total)
         done = export_items(mem, fp, at=at, namespace_prefix=prefix, embeddings=embeddings,
                             progress=lambda n: progress.advance(task, n))  # fmt: skip
-    err.print(f"exported {done} items" + (f" to {file}" if file != "-" else ""))
+    err.print(f"exported {plural(done, 'item')}" + (f" to {file}" if file != "-" else ""))
 
 
 @cli.command(name="import")
@@ -463,7 +501,7 @@ def import_(ctx: click.Context, file: str, message: str | None) -> None:
     if commit is None:
         out.print("nothing to import")
     else:
-        out.print(f"[green]{commit.short_id}[/green] imported {done} items into {mem.branch}")
+        out.print(f"[green]{commit.short_id}[/green] imported {plural(done, 'item')} into {mem.branch}")
 
 
 @cli.group()

@@ -24,8 +24,9 @@ from engram.store.connect import checked_out
 from engram.store.serialize import commit_json, conflict_json, item_json
 
 F = TypeVar("F", bound=Callable[..., Any])
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+#: soft_wrap: lines are never cut at the console width (the terminal wraps; a pipe or file gets whole lines)
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def store_url(ctx: click.Context) -> str | None:
@@ -56,6 +57,10 @@ def friendly(fn: F) -> F:
             if isinstance(exc, MergeConflictError):
                 _print_conflicts(exc)
             sys.exit(1)
+        except OSError as exc:  # a file the user named: missing, a directory, not writable, disk full
+            where = f": {exc.filename}" if exc.filename else ""
+            err.print(f"[red]error:[/red] {escape((exc.strerror or str(exc)) + where)}", soft_wrap=True)
+            sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
 
@@ -76,6 +81,19 @@ def _print_conflicts(exc: MergeConflictError) -> None:
             err.print(f"    {side:<6} {escape(value)}", soft_wrap=True)
     if len(exc.conflicts) > MAX_CONFLICTS:
         err.print(f"  ... and {len(exc.conflicts) - MAX_CONFLICTS} more")
+
+
+def parse_json(text: str, what: str) -> Any:
+    """``text`` parsed as JSON, else a usage error naming the argument or option (``what``)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"{what} is not JSON: {exc}") from None
+
+
+def plural(n: int, word: str) -> str:
+    """``1 item``, ``2 items``, ``0 items``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def parse_ns(text: str) -> tuple[str, ...]:

@@ -294,6 +294,10 @@ class AsyncMemory:
     async def adelete_tag(self, name: str) -> None:
         await self._run(self.memory.delete_tag, name)
 
+    @twin(Memory.reflog)
+    async def areflog(self, branch: str | None = None, limit: int | None = 50) -> list[dict[str, Any]]:
+        return await self._run(self.memory.reflog, branch, limit)  # type: ignore[no-any-return]
+
     @twin(Memory.merge)
     async def amerge(
         self, source: Ref, *, strategy: Strategy = "fail", message: str | None = None, author: str | None = None

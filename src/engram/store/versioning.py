@@ -11,11 +11,11 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from engram import codec
+from engram import _refs, codec
 from engram.backends.base import now_ms
-from engram.errors import ConflictError, InvalidInputError, MergeConflictError, ReadOnlyError
+from engram.errors import ConflictError, InvalidInputError, MergeConflictError, ReadOnlyError, RefNotFoundError
 from engram.objects import Commit, Record, decode_record, encode_record
-from engram.repo import FsckReport, GcReport, Repository
+from engram.repo import HEADS, FsckReport, GcReport, Repository
 from engram.store import _validate
 from engram.store.item import CommitDetails, Item, ItemChange, ItemConflict, Version
 from engram.store.view import View
@@ -143,6 +143,21 @@ class Versioned:
         """Delete a tag."""
         self.check_writable()
         self.repo.delete_tag(name, self.author)
+
+    def reflog(self, branch: str | None = None, limit: int | None = 50) -> list[dict[str, Any]]:
+        """How a branch (default this handle's) moved, newest first: ``time`` (UTC ms), ``old`` and ``new`` commit ids
+        (hex, None when absent), ``actor`` and ``reason``. A deleted branch keeps its reflog until gc prunes it."""
+        name = self._branch if branch is None else branch
+        _refs.refuse_nul(name, "branch name")
+        entries = self.repo.refs.reflog(HEADS + name, limit)
+        if not entries and name not in self.repo.branches():
+            raise RefNotFoundError(f"branch {name!r} does not exist and has no reflog; branches: "
+                                   f"{', '.join(sorted(self.repo.branches())) or 'none'}")  # fmt: skip
+        return [
+            {"time": e.time, "old": None if e.old is None else e.old.hex(),
+             "new": None if e.new is None else e.new.hex(), "actor": e.actor, "reason": e.reason}
+            for e in entries
+        ]  # fmt: skip
 
     def merge(
         self, source: Ref, *, strategy: Strategy = "fail", message: str | None = None, author: str | None = None
