@@ -116,9 +116,10 @@ class Tenants:
             return self._probe
 
     def close(self) -> None:
-        """Close every open store."""
+        """Close every open store, and forget the write batchers (they belong to the event loop that is ending)."""
         self.pool.close()
         with self._lock:
+            self._coalescers.clear()
             if self._probe is not None:
                 self._probe.chunks.close()
                 self._probe.refs.close()
