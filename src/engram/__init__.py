@@ -33,8 +33,9 @@ from engram.errors import (
     StorageError,
     UnavailableError,
 )
+from engram.maintenance import FsckReport, GcReport
 from engram.objects import Commit
-from engram.repo import FsckReport, GcReport, Repository
+from engram.repo import Repository
 from engram.store import (
     AsyncMemory,
     CommitDetails,

@@ -14,23 +14,21 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from engram import _refs
+from engram import _refs, maintenance
 from engram.backends.base import ChunkStore, RefStore, now_ms
 from engram.errors import (
     AmbiguousRefError,
-    ChunkNotFoundError,
     ConflictError,
-    IntegrityError,
     MergeConflictError,
     RefExistsError,
     RefNotFoundError,
     UnavailableError,
 )
-from engram.hashing import ID_SIZE, ChunkId, chunk_id
+from engram.hashing import ID_SIZE, ChunkId
+from engram.maintenance import GC_GRACE_MS, FsckReport, GcReport
 from engram.objects import Commit, decode_commit, encode_commit, is_commit
 from engram.tree import (
     Change,
@@ -49,32 +47,6 @@ TAGS = "tags/"
 MAX_RETRIES = 200
 #: Default of :attr:`Repository.commit_timeout`: a deadline, not a count of lost races that load can exhaust.
 COMMIT_TIMEOUT = 60.0
-#: Chunks written this recently are never collected: a writer may not have moved its ref yet.
-GC_GRACE_MS = 10 * 60 * 1000
-
-
-@dataclass(frozen=True, slots=True)
-class FsckReport:
-    """What :meth:`Repository.fsck` checked and found."""
-
-    commits: int
-    nodes: int
-    missing: list[str] = field(default_factory=list)
-    corrupt: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        """True when every reachable chunk is present and hashes right."""
-        return not self.missing and not self.corrupt
-
-
-@dataclass(frozen=True, slots=True)
-class GcReport:
-    """What :meth:`Repository.gc` kept and removed."""
-
-    kept: int
-    removed: int
-    reflog_pruned: int
 
 
 class Repository:
@@ -492,79 +464,9 @@ class Repository:
 
     # ------------------------------------------------------------ maintenance
 
-    def _roots(self, keep_reflog_ms: int | None) -> tuple[set[ChunkId], int]:
-        pruned = 0 if keep_reflog_ms is None else self.refs.prune_reflog(now_ms() - keep_reflog_ms)
-        roots = set(self.refs.list().values())
-        roots.update(entry.new for entry in self.refs.reflog() if entry.new is not None)
-        return roots, pruned
-
-    def iter_reachable(
-        self, roots: set[ChunkId], verify: bool = False, problems: dict[str, list[str]] | None = None
-    ) -> Iterator[tuple[ChunkId, str]]:
-        """Yield (id, kind) of every chunk reachable from ``roots`` (commits, their parents and trees)."""
-        seen: set[ChunkId] = set()
-        todo = list(roots)
-        while todo:
-            batch = [cid for cid in dict.fromkeys(todo[-500:]) if cid not in seen]
-            del todo[-500:]
-            found, bad = self._read_for_check(batch)
-            for cid in batch:
-                if cid in bad and problems is not None:
-                    seen.add(cid)
-                    problems["corrupt"].append(cid.hex())
-                    continue
-                seen.add(cid)
-                data = found.get(cid)
-                if data is None:
-                    if problems is not None:
-                        problems["missing"].append(cid.hex())
-                        continue
-                    raise ChunkNotFoundError(f"chunk {cid.hex()} is missing; run fsck")
-                if verify and chunk_id(data) != cid:
-                    if problems is not None:
-                        problems["corrupt"].append(cid.hex())
-                    continue
-                if is_commit(data):
-                    commit = decode_commit(cid, data)
-                    todo.extend(commit.parents)
-                    todo.append(commit.tree)
-                    yield cid, "commit"
-                else:
-                    try:
-                        node = self.nodes.load(cid)
-                    except IntegrityError:
-                        if problems is not None:
-                            problems["corrupt"].append(cid.hex())
-                            continue
-                        raise
-                    if node.level > 0:
-                        todo.extend(node.child(i) for i in range(len(node.keys)))
-                    yield cid, "node"
-
-    def _read_for_check(self, batch: list[ChunkId]) -> tuple[dict[ChunkId, bytes], set[ChunkId]]:
-        """Read chunks; a store that validates on read raises for a corrupt one: isolate it."""
-        try:
-            return self.chunks.get_many(batch), set()
-        except IntegrityError:
-            found: dict[ChunkId, bytes] = {}
-            bad: set[ChunkId] = set()
-            for cid in batch:
-                try:
-                    found.update(self.chunks.get_many([cid]))
-                except IntegrityError:
-                    bad.add(cid)
-            return found, bad
-
     def fsck(self, progress: Callable[[int], None] | None = None) -> FsckReport:
         """Check that every chunk reachable from every ref and reflog entry exists and hashes right."""
-        roots, _ = self._roots(None)
-        problems: dict[str, list[str]] = {"missing": [], "corrupt": []}
-        counts = {"commit": 0, "node": 0}
-        for _, kind in self.iter_reachable(roots, verify=True, problems=problems):
-            counts[kind] += 1
-            if progress is not None:
-                progress(1)
-        return FsckReport(counts["commit"], counts["node"], problems["missing"], problems["corrupt"])
+        return maintenance.fsck(self.chunks, self.refs, self.nodes, progress)
 
     def gc(
         self,
@@ -573,30 +475,11 @@ class Repository:
         *,
         grace_ms: int = GC_GRACE_MS,
     ) -> GcReport:
-        """Delete chunks unreachable from refs and the (kept) reflog.
-
-        ``keep_reflog_ms`` drops reflog entries older than that first (``None`` keeps the reflog).
-        Only chunks last written more than ``grace_ms`` ago are candidates (re-storing a chunk renews
-        it), so the chunks of a commit whose ref has not moved yet survive. ``grace_ms=0`` is safe
-        only while no one writes.
-        """
-        candidates = set(self.chunks.iter_ids(written_before=now_ms() - grace_ms))
-        roots, pruned = self._roots(keep_reflog_ms)
-        while True:
-            reachable = {cid for cid, _ in self.iter_reachable(roots)}
-            again, _ = self._roots(None)
-            if again <= roots:
-                break
-            roots |= again
-        doomed = candidates - reachable
-        listed = list(doomed)
-        for i in range(0, len(listed), 1000):
-            self.chunks.delete_many(listed[i : i + 1000])
-            if progress is not None:
-                progress(min(1000, len(listed) - i))
+        """Delete chunks unreachable from refs and the (kept) reflog (see :func:`engram.maintenance.gc`)."""
+        report = maintenance.gc(self.chunks, self.refs, self.nodes, keep_reflog_ms, progress, grace_ms=grace_ms)
         with self._lock:
             self._commits.clear()
-        return GcReport(kept=len(candidates) - len(doomed), removed=len(doomed), reflog_pruned=pruned)
+        return report
 
 
 def _recording(resolve: Resolver, decided: list[Conflict]) -> Resolver:

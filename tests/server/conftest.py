@@ -62,3 +62,12 @@ def keyed(tmp_path: Path) -> Iterator[Keyed]:
     yield make
     for test_client in clients:
         test_client.__exit__(None, None, None)
+
+
+@pytest.fixture
+def servers() -> Iterator[list[Any]]:
+    """Real `engram serve` processes a test starts (``test_serve_subprocess.Server``), stopped when it ends."""
+    started: list[Any] = []
+    yield started
+    for server in started:
+        server.stop()

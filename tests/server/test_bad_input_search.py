@@ -140,14 +140,6 @@ def test_http_huge_integers_never_500(http: TestClient) -> None:
     _searches(http)
 
 
-@pytest.fixture
-def servers() -> Iterator[list[Server]]:
-    started: list[Server] = []
-    yield started
-    for server in started:
-        server.stop()
-
-
 def test_serve_catastrophic_regex_never_stalls_the_server(tmp_path: Path, servers: list[Server]) -> None:
     server = Server(tmp_path / "store")
     servers.append(server)

@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -63,14 +62,6 @@ class Server:
                 self.process.kill()
         out, err = self.process.communicate()
         return self.process.returncode, out, err
-
-
-@pytest.fixture
-def servers() -> Iterator[list[Server]]:
-    started: list[Server] = []
-    yield started
-    for server in started:
-        server.stop()
 
 
 def test_serve_without_keys_binds_loopback_and_says_so(tmp_path: Path, servers: list[Server]) -> None:

@@ -13,8 +13,8 @@ from datetime import timedelta
 from functools import partial
 from typing import Any, Literal, TypeVar
 
+from engram.maintenance import FsckReport, GcReport
 from engram.objects import Commit
-from engram.repo import FsckReport, GcReport
 from engram.store import _validate
 from engram.store.item import CommitDetails, Item, ItemChange, SearchResults, Version
 from engram.store.memory import Memory

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from engram import _refs, codec
 from engram.backends.base import now_ms
 from engram.errors import ConflictError, InvalidInputError, MergeConflictError, ReadOnlyError, RefNotFoundError
+from engram.maintenance import FsckReport, GcReport
 from engram.objects import Commit, Record, decode_record, encode_record
-from engram.repo import HEADS, FsckReport, GcReport, Repository
+from engram.repo import HEADS, Repository
 from engram.store import _validate
 from engram.store.item import CommitDetails, Item, ItemChange, ItemConflict, Version
 from engram.store.view import View
