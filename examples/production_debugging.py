@@ -1,10 +1,19 @@
-"""Production debugging at scale: find when a memory went wrong, who wrote it, and fix it on a branch.
+"""Production debugging: an on-call engineer finds when a memory went wrong, who wrote it, and reverts it.
 
-The scenario of issue #4. An assistant keeps memories about three users (alice, bob, carol). A dashboard
-release lets users pick a dashboard colour; on day 2 an agent sets alice's colour to a pale yellow, and
-on day 3 a monitor reports an accessibility error and 19 error logs. We open the memory as it was on
-each day, diff day 2 against the problem, read the blame of the preference, test a fix on a branch from
-day 2, merge it, and check that only the affected users' namespaces hold errors.
+The scenario of issue #4, told as it happens. An assistant keeps memories about three users (alice, bob,
+carol). Over five days agents write them, each commit stamped with the time it happened (the example
+writes through :func:`engram.clock.simulated`, starting five days before you run it). A dashboard release
+lets users pick a dashboard colour; alice picks navy, and two days later, asked to make her dashboard
+"brighter", an agent stores a pale yellow that white text cannot be read on. Render errors and an
+accessibility error follow. The writers place no tags: they just write.
+
+Then, in real time, an on-call engineer starts from the report alone ("alice's dashboard is unreadable,
+since about 2 days ago") and finds the bad write with ``log`` of the colour's key, ``search`` at then and
+now, and ``history`` (who wrote it, from which chat message); opens ``main@{3 days ago}`` to see the last
+good state; bookmarks both moments with tags; reverts the bad write on a branch (with an author and a
+message), tests the fix there (the contrast check, then the UI monitor, which resolves the open errors),
+and merges it while agents keep writing on main. The errors are gone at the head, and
+``main@{yesterday}`` still shows them.
 
 Paths. A memory "path" such as ``preferences.ui.theme`` of user alice is stored LangGraph-style: every
 label but the last becomes a namespace label under ``("users", <user>)`` and the last one is the key,
@@ -12,54 +21,71 @@ so ``preferences.ui.theme`` is namespace ``("users", "alice", "preferences", "ui
 Namespaces stay hierarchical (``list_namespaces``, ``engram ls`` and prefix searches see
 ``users/alice/preferences/ui``), and :func:`location` is the one place that does the mapping.
 
-Counts (asserted by ``tests/test_production_debugging.py``):
+Counts (asserted by ``tests/test_production_debugging.py``; "day 1" starts 5 days before the run):
 
-==============  =====  ===========================================================================
-version         items  how it is reached
-==============  =====  ===========================================================================
-history           144  48 memories per user: a sign-up transaction per user (20 each), then one
-                       commit per chat message (28 per user), plus 4 updates of existing paths
-``checkpoint``    145  one more memory, the release note ``system/releases`` ``dashboard-v2``
-``day1``          147  alice adds two UI preferences: ``dashboard_color`` and ``dashboard_sharing``
-``day2``          147  alice's ``preferences.ui.dashboard_color`` changes (same path, updated)
-``problem``       167  1 accessibility error (alice) + 19 error logs (12 alice, 7 bob; carol: none)
-``hotfix``        148  branch from ``day2``: the colour is restored and a fix memory is written
-main (merged)     168  ``problem`` + the fix; ``at("day2")`` still has 147 items and no fix
-==============  =====  ===========================================================================
+=======================  =====  ================================================================================
+moment                   items  what happened
+=======================  =====  ================================================================================
+day 1 (5 days ago)         144  48 memories per user: a sign-up transaction each (20 memories), then one commit
+                                per chat message (28 per user), plus 2 messages that update earlier memories
+day 2 (4 days ago)         145  one more memory, the release note ``system/releases`` ``dashboard-v2``
+day 2                      147  alice picks a navy ``dashboard_color`` and shares her dashboard with bob
+day 3 (2-3 days ago)       147  bob's working hours change; then alice's ``dashboard_color`` becomes pale yellow
+                                (the same path, updated): the bad write
+day 3-4 (1-2 days ago)     167  20 open errors: 1 accessibility error (alice) + 19 render errors (12 alice,
+                                7 bob, who views alice's dashboard; carol: none); alice's theme changes
+``main@{3 days ago}``      147  what the investigator opens: the last good state (navy, no errors)
+fix branch, reverted       167  the revert of the bad write: only ``dashboard_color`` changes
+fix branch, tested         147  the UI monitor passes the restored colour and resolves the 20 open errors
+main, meanwhile            168  an agent keeps writing on main: carol's new memory
+main, merged               148  the fix merged; ``main@{yesterday}`` still has 167 items and the 20 errors
+=======================  =====  ================================================================================
 
-``day3`` and ``problem`` tag the same version. Commit ids and timestamps differ between runs;
-everything else (counts, keys, values, search results) is the same every time.
+Commit ids and times differ between runs; everything else (counts, keys, values, search results, which
+commit the investigation finds) is the same every time.
 
 Usage::
 
     python examples/production_debugging.py                      # a temporary store, hashing embedder
     python examples/production_debugging.py /tmp/prod --embedder minilm
-    engram --store /tmp/prod --embedder hashing diff day2 problem  # then explore it with the CLI
+    engram --store /tmp/prod --embedder hashing get users/alice/preferences/ui dashboard_color --at 'main@{3 days ago}'
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import tempfile
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import engram
-from engram import Memory, SearchItem, View
+from engram import Commit, Memory, SearchItem, View, clock
 
 USERS = ("alice", "bob", "carol")
-#: Users whose namespaces hold errors at ``problem`` (bob views the dashboard alice shares with him).
-AFFECTED = ("alice", "bob")
 THEME = ("alice", "preferences.ui.theme")
 COLOR = ("alice", "preferences.ui.dashboard_color")
+SHARING = ("alice", "preferences.ui.dashboard_sharing")
 ERROR = ("alice", "errors.accessibility")
-FIX = ("alice", "incidents.dashboard_contrast")
 RELEASE = (("system", "releases"), "dashboard-v2")
-#: Error logs the dashboard renderer ships on day 3, per user.
-ERROR_LOGS = {"alice": 12, "bob": 7}
+#: Render errors the dashboard shows each viewer of alice's dashboard once its colour is unreadable.
+RENDER_ERRORS = {"alice": 12, "bob": 7}
 WIDGETS = ("revenue", "alerts", "latency", "signups", "churn", "uptime", "tickets")
 ACCESSIBLE, UNREADABLE = "#1e3a8a", "#fde047"
+#: Dashboard text is white; WCAG AA asks normal text for a contrast ratio of at least 4.5:1.
+TEXT_COLOR, WCAG_AA = "#ffffff", 4.5
+#: What users said in the chat messages the dashboard memories came from (their ids are the items' sources).
+MESSAGES = {
+    "msg-alice-201": "Could my dashboard be navy blue?",
+    "msg-alice-202": "Please share my dashboard with Bob.",
+    "msg-alice-245": "The dashboard feels gloomy. Can you make it brighter?",
+}
+#: The on-call engineer, and who keeps writing on main while the fix is tested.
+ONCALL = "oncall:dana"
+FIX_BRANCH = "fix/dashboard-contrast"
+REPORT = "alice: 'my dashboard is unreadable', since about 2 days ago"
 
 # path, template, one option per user (alice, bob, carol)
 ONBOARDING: list[tuple[str, str, tuple[str, str, str]]] = [
@@ -142,13 +168,13 @@ CHATS: list[tuple[str, str, str, tuple[str, str, str]]] = [
     ("facts.support.satisfaction", "agent:support", "{name} rated the last support chat {}", ("5/5", "4/5", "5/5")),
 ]  # fmt: skip
 
-# user, path, author, template, new option: later messages that change memories already written (one after
-# every 7th row of CHATS, so each path exists by then)
-UPDATES: list[tuple[str, str, str, str, str]] = [
-    ("alice", "preferences.ui.theme", "agent:chat", "{name} prefers a {} theme", "dark"),
-    ("bob", "preferences.notifications.email", "agent:chat", "{name} wants email notifications {}", "weekly"),
-    ("bob", "profile.schedule.work_hours", "agent:scheduler", "{name} works {}", "07:30-15:30"),
-    ("alice", "preferences.ui.theme", "agent:chat", "{name} prefers a {} theme", "solarized dark"),
+# user, path, author, template, new option: messages that change memories already written. The first two
+# come during day 1's chats; bob's new working hours and alice's new theme come later (see write_story).
+UPDATES: list[tuple[str, tuple[str, str, str, str]]] = [
+    ("alice", ("preferences.ui.theme", "agent:chat", "{name} prefers a {} theme", "dark")),
+    ("bob", ("preferences.notifications.email", "agent:chat", "{name} wants email notifications {}", "weekly")),
+    ("bob", ("profile.schedule.work_hours", "agent:scheduler", "{name} works {}", "07:30-15:30")),
+    ("alice", ("preferences.ui.theme", "agent:chat", "{name} prefers a {} theme", "solarized dark")),
 ]
 KINDS = {"preferences": "preference", "profile": "profile", "facts": "fact"}
 
@@ -167,74 +193,149 @@ def memory(user: str, path: str, template: str, option: str) -> dict[str, Any]:
     return {"kind": KINDS[kind], "topic": topic, "text": text, "value": option}
 
 
-def build_history(mem: Memory) -> int:
-    """Write 144 user memories the way agents would: sign-up transactions, then one commit per message."""
-    for n, user in enumerate(USERS):
+def contrast(background: str, foreground: str = TEXT_COLOR) -> float:
+    """The WCAG 2 contrast ratio of two ``#rrggbb`` colours, from 1 (none) to 21 (black on white)."""
+
+    def luminance(color: str) -> float:
+        channels = [int(color[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+        r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    light, dark = sorted((luminance(background), luminance(foreground)), reverse=True)
+    return round((light + 0.05) / (dark + 0.05), 1)
+
+
+# ------------------------------------------------------------------------------------- the writers
+
+
+def remember(mem: Memory, user: str, update: tuple[str, str, str, str], source: str) -> Commit:
+    """One agent write from one chat message: one commit, with the author, a message and the source."""
+    path, author, template, option = update
+    value = memory(user, path, template, option)
+    return mem.put(*location(user, path), value, author=author, sources=[source],
+                   message=f"remember {user}'s {path} (from {source})")  # fmt: skip
+
+
+def set_color(mem: Memory, color: str, text: str, source: str) -> Commit:
+    """agent:personalization records alice's dashboard colour from one of her messages."""
+    value = {"kind": "preference", "topic": "ui", "text": text, "value": color}
+    return mem.put(*location(*COLOR), value, author="agent:personalization", sources=[source],
+                   message=f"remember alice's dashboard colour {color} (from {source})")  # fmt: skip
+
+
+def open_errors(reader: Memory | View, user: str) -> list[SearchItem]:
+    """The open errors about alice's dashboard in one user's namespace (a filtered listing, no query)."""
+    return list(reader.search(("users", user), filter={"level": "error", "dashboard_owner": "alice"}, limit=1000))
+
+
+def monitor(mem: Memory, run: str) -> Commit | None:
+    """The UI monitor's run on ``mem``'s branch: check the contrast of alice's dashboard; open an
+    accessibility error when it fails, resolve (delete) every open dashboard error when it passes."""
+    color = value_of(mem, *COLOR)
+    ratio = contrast(color)
+    if ratio < WCAG_AA:
+        if mem.get(*location(*ERROR)) is not None:
+            return None
+        text = (f"Accessibility error: white text on alice's dashboard colour {color} has a contrast ratio of "
+                f"{ratio}:1, below the WCAG AA minimum of {WCAG_AA}:1")  # fmt: skip
+        error = {"kind": "error", "level": "error", "category": "accessibility", "dashboard_owner": "alice",
+                 "path": COLOR[1], "text": text}  # fmt: skip
+        return mem.put(*location(*ERROR), error, author="agent:ui-monitor", sources=[run],
+                       message=f"ui-monitor: alice's dashboard fails WCAG AA ({ratio}:1)")  # fmt: skip
+    viewers = ("alice", *(value_of(mem, *SHARING) or []))
+    found = [(r.namespace, r.key) for user in viewers for r in open_errors(mem, user)]
+    if not found:
+        return None
+    message = f"ui-monitor: alice's dashboard passes WCAG AA ({ratio}:1); {len(found)} open errors resolved"
+    with mem.transaction(message, author="agent:ui-monitor", metadata={"sources": [run]}) as tx:
+        for namespace, key in found:
+            tx.delete(namespace, key)
+    return mem.resolve()
+
+
+def render_errors(mem: Memory, batch: list[tuple[str, int]], number: int) -> None:
+    """The dashboard renderer ships one batch of render errors (one transaction)."""
+    with mem.transaction(f"dashboard: {len(batch)} render errors", author="agent:dashboard") as tx:
+        for user, i in batch:
+            widget = WIDGETS[(i - 1) % len(WIDGETS)]
+            text = f"Dashboard render error for {user}: the {widget} widget failed the contrast check"
+            error = {"kind": "error", "level": "error", "category": "render", "widget": widget,
+                     "dashboard_owner": "alice", "text": text}  # fmt: skip
+            tx.put(*location(user, f"errors.dashboard.render_{i:02d}"), error, sources=[f"render-log-{number}"])
+
+
+def write_story(mem: Memory, sim: clock.SimulatedClock, step: Callable[[str, str], None]) -> dict[str, Any]:
+    """Five days of agents writing, each write at its story time (hours after ``sim``'s start). No tags:
+    the writers do not know anything will go wrong. Returns the counts and, for the tests only, the ids
+    of the commits the investigation should find (it never sees them)."""
+    start = sim.now()
+
+    def at(hours: float) -> None:
+        sim.set(start + timedelta(hours=hours))
+
+    counts: dict[str, int] = {}
+    for n, user in enumerate(USERS):  # day 1: sign-ups, then a chat message every 15 minutes
+        at(0.25 + 0.5 * n)
         with mem.transaction(f"onboarding: {user} signed up", author="agent:onboarding") as tx:
             for path, template, options in ONBOARDING:
-                value = memory(user, path, template, options[n])
-                tx.put(*location(user, path), value, sources=[f"signup-{user}"])
-    message = 100
-    updates = iter(UPDATES)
+                tx.put(*location(user, path), memory(user, path, template, options[n]), sources=[f"signup-{user}"])
+    said: list[tuple[str, tuple[str, str, str, str]]] = []
     for i, (path, author, template, options) in enumerate(CHATS):
-        said = [(user, path, author, template, options[n]) for n, user in enumerate(USERS)]
-        if i % 7 == 6:  # now and then a user changes their mind about something said before
-            said.append(next(updates))
-        for user, path, author, template, option in said:
-            message += 1
-            value = memory(user, path, template, option)
-            mem.put(*location(user, path), value, author=author, sources=[f"msg-{user}-{message}"])
-    return mem.count()
+        said += [(user, (path, author, template, options[n])) for n, user in enumerate(USERS)]
+        if i in (6, 13):  # now and then a user changes their mind about something said before
+            said.append(UPDATES[i // 7])
+    for message, (user, update) in enumerate(said, start=101):
+        at(2 + 0.25 * (message - 101))
+        remember(mem, user, update, f"msg-{user}-{message}")
+    counts["day1"] = mem.count()
+    step(f"day 1: sign-ups, {len(said)} chat messages", f"{counts['day1']} memories, {len(mem.log())} commits")
+
+    at(26)  # day 2: the release, and alice picks a colour
+    release = {"kind": "release", "text": "Dashboard v2 released: users can choose a dashboard colour"}
+    mem.put(*RELEASE, release, author="agent:release", sources=["release-2.0"], message="release note: dashboard v2")
+    counts["release"] = mem.count()
+    at(27.5)
+    navy = set_color(mem, ACCESSIBLE, f"Alice's dashboard colour: navy blue ({ACCESSIBLE})", "msg-alice-201")
+    at(27.55)
+    sharing = {"kind": "preference", "topic": "ui", "text": "Alice shares her dashboard with Bob", "value": ["bob"]}
+    mem.put(*location(*SHARING), sharing, author="agent:personalization", sources=["msg-alice-202"],
+            message="remember alice's dashboard sharing (from msg-alice-202)")  # fmt: skip
+    counts["dashboard"] = mem.count()
+    step("day 2: release; alice picks navy, shares it", f"{counts['dashboard']} memories")
+
+    at(52)  # day 3: bob's hours change; then "brighter" becomes a pale yellow
+    remember(mem, *UPDATES[2], "msg-bob-219")
+    at(66)
+    text = f"Alice's dashboard colour: pale yellow ({UNREADABLE}); she asked for a brighter dashboard"
+    bad = set_color(mem, UNREADABLE, text, "msg-alice-245")
+    counts["bad_write"] = mem.count()
+    step("day 3: bob's hours; alice's colour updated", f"{counts['bad_write']} memories")
+
+    errors = [(user, i) for user, count in RENDER_ERRORS.items() for i in range(1, count + 1)]
+    batches = [errors[i : i + 5] for i in range(0, len(errors), 5)]
+    at(68)  # day 3-4: the errors arrive
+    render_errors(mem, batches[0], 1)
+    at(74)
+    render_errors(mem, batches[1], 2)
+    at(79)
+    render_errors(mem, batches[2], 3)
+    at(80)
+    monitor(mem, "monitor-run-4")  # the nightly accessibility check
+    at(84)
+    remember(mem, *UPDATES[3], "msg-alice-263")
+    at(90)
+    render_errors(mem, batches[3], 4)
+    counts["story_end"] = mem.count()
+    step("day 3-4: 20 errors arrive; alice's theme", f"{counts['story_end']} memories, {len(mem.log())} commits")
+    return {"counts": counts, "truth": {"bad": bad.id.hex(), "navy": navy.id.hex()}, "start": start}
 
 
-def set_color(mem: Memory, color: str, text: str, source: str) -> None:
-    """An agent records alice's dashboard colour."""
-    value = {"kind": "preference", "topic": "ui", "text": text, "value": color}
-    mem.put(*location(*COLOR), value, author="agent:personalization", sources=[source])
-
-
-def write_day3(mem: Memory) -> None:
-    """Day 3: the UI monitor reports an accessibility error; the log shipper sends 19 error logs in batches."""
-    error = {
-        "kind": "error",
-        "level": "error",
-        "category": "accessibility",
-        "path": COLOR[1],
-        "text": f"Accessibility error: alice's dashboard text on {UNREADABLE} has a contrast ratio of 1.3:1, "
-        "below the WCAG AA minimum of 4.5:1",
-    }
-    mem.put(*location(*ERROR), error, author="agent:ui-monitor", sources=["monitor-run-0303"])
-    logs = [(user, i) for user, count in ERROR_LOGS.items() for i in range(1, count + 1)]
-    for start in range(0, len(logs), 5):
-        batch = logs[start : start + 5]
-        with mem.transaction(f"logs: {len(batch)} dashboard errors", author="agent:log-shipper") as tx:
-            for user, i in batch:
-                widget = WIDGETS[(i - 1) % len(WIDGETS)]
-                text = f"Dashboard render error for {user}: the {widget} widget failed the contrast check"
-                log = {"kind": "log", "level": "error", "widget": widget, "dashboard_owner": "alice", "text": text}
-                tx.put(*location(user, f"logs.dashboard.error_{i:02d}"), log, sources=[f"logbatch-{start // 5 + 1}"])
-
-
-def write_hotfix(mem: Memory) -> Memory:
-    """Branch ``hotfix`` from day 2; restore an accessible colour and record the fix, as one commit."""
-    mem.create_branch("hotfix", at="day2")
-    fixer = mem.handle("hotfix", author="agent:debugger")
-    text = f"Alice's dashboard is navy blue ({ACCESSIBLE}); bright colours failed contrast checks"
-    fix = {
-        "kind": "fix",
-        "incident": "incident-417",
-        "text": f"Fix: dashboard colours must pass WCAG AA contrast (4.5:1); restored {ACCESSIBLE} for alice",
-    }
-    color = {"kind": "preference", "topic": "ui", "text": text, "value": ACCESSIBLE}
-    with fixer.transaction("hotfix: accessible dashboard colour for alice") as tx:
-        tx.put(*location(*COLOR), color, sources=["incident-417"])
-        tx.put(*location(*FIX), fix, sources=["incident-417"])
-    return fixer
+# --------------------------------------------------------------------------- the investigation
 
 
 def errors_by_user(reader: Memory | View) -> dict[str, int]:
-    """How many error-level memories each user's namespace holds (a filtered listing, no query)."""
-    return {u: len(reader.search(("users", u), filter={"level": "error"}, limit=1000)) for u in USERS}
+    """How many open errors about alice's dashboard each user's namespace holds."""
+    return {user: len(open_errors(reader, user)) for user in USERS}
 
 
 def hits(results: list[SearchItem]) -> list[str]:
@@ -254,121 +355,170 @@ def value_of(reader: Memory | View, user: str, path: str) -> Any:
     return None if item is None else item.value["value"]
 
 
+def ago(ms: int) -> str:
+    """How long before now a commit time was: ``2 days 6 hours ago``."""
+    hours = round((datetime.now(UTC).timestamp() * 1000 - ms) / 3_600_000)
+    days, hours = divmod(hours, 24)
+    parts = [f"{days} day{'s' * (days != 1)}"] * bool(days) + [f"{hours} hour{'s' * (hours != 1)}"] * bool(hours)
+    return " ".join(parts or ["just now"]) + " ago" * bool(parts)
+
+
 def investigate(mem: Memory, step: Callable[[str, str], None]) -> dict[str, Any]:
-    """Read the history: counts at each tag, the diff, the blame, searches in the past, errors per user."""
+    """Find the bad write from the report alone: log of the key, search then and now, history, and the
+    last good state at ``main@{3 days ago}``. Bookmarks the moments it finds with tags."""
     out: dict[str, Any] = {}
-    for ref in ("checkpoint", "day1", "day2", "problem"):
-        out[f"at_{ref}"] = mem.at(ref).count()
-        step(f"at({ref!r}).count()", str(out[f"at_{ref}"]))
-    out["error_at_problem"] = mem.at("problem").get(*location(*ERROR)) is not None
-    out["error_at_day2"] = mem.at("day2").get(*location(*ERROR)) is not None
-    step("accessibility error at problem / at day2", f"{out['error_at_problem']} / {out['error_at_day2']}")
+    step("report", REPORT)
+    out["errors_now"] = errors_by_user(mem)
+    step("open dashboard errors per user, now", str(out["errors_now"]))
 
-    changes = mem.diff("day2", "problem")
-    out["diff_kinds"] = sorted({c.kind for c in changes})
-    out["diff"] = sorted("/".join((*c.namespace, c.key)) for c in changes)
-    step("diff('day2', 'problem')", f"{len(changes)} items, all {', '.join(out['diff_kinds'])}")
+    query, mine = "dashboard colour", ("users", "alice", "preferences")  # what does the memory say now, and then?
+    for name, when in (("search_now", None), ("search_then", "main@{3 days ago}")):
+        results = mem.search(mine, query, limit=3, at=when)
+        out[name] = hits(results)
+        step(f"search {query!r} at {when or 'HEAD'}", f"{out[name][0]} = {results[0].value['value']}")
 
-    day2 = mem.at("day2").get(*location(*COLOR))
-    assert day2 is not None
-    out["color_day1"], out["color_day2"] = value_of(mem.at("day1"), *COLOR), day2.value["value"]
-    out["color_day2_provenance"] = (day2.author, list(day2.sources))
-    who = f"by {day2.author} from {list(day2.sources)}"
-    step("dashboard colour day1 -> day2", f"{out['color_day1']} -> {out['color_day2']} ({who})")
+    namespace, key = location(*COLOR)  # every commit that touched the colour, newest first, with the check
+    out["color_log"] = []
+    step(f"log of {'/'.join(namespace)} {key}", "")
+    bad: Commit | None = None
+    for commit in mem.log(namespace=namespace, key=key):
+        color = value_of(mem.at(commit.id.hex()), *COLOR)
+        ratio = contrast(color)
+        out["color_log"].append({"commit": commit.id.hex(), "author": commit.author, "value": color, "ratio": ratio})
+        verdict = "passes" if ratio >= WCAG_AA else "FAILS"
+        step(f"  {commit.short_id} {ago(commit.time)}", f"{color}, contrast {ratio}:1: {verdict} WCAG AA")
+        if ratio >= WCAG_AA:
+            break  # the version before the bad write
+        bad = commit  # walking back through failing versions: the oldest one is where it went wrong
+    assert bad is not None, "the colour never failed the contrast check"
+    out["bad"] = bad.id.hex()
+    step("the bad write: the oldest failing version", f"{bad.short_id}: {bad.message!r}")
 
-    out["theme_history"] = []
-    for version in mem.history(*location(*THEME)):
+    out["color_history"] = []
+    step("history: who wrote each version, from which message", "")
+    for version in mem.history(namespace, key):
         item = version.item
         assert item is not None
-        seen = {"value": item.value["value"], "author": item.author, "sources": list(item.sources)}
-        out["theme_history"].append({**seen, "commit": version.commit.short_id})
-        step(f"history theme {version.commit.short_id}", f"{seen['value']!r} by {item.author} from {seen['sources']}")
+        seen = {"commit": version.commit.id.hex(), "value": item.value["value"], "author": item.author,
+                "sources": list(item.sources)}  # fmt: skip
+        out["color_history"].append(seen)
+        said = "; ".join(f"{s} {MESSAGES.get(s, '?')!r}" for s in item.sources)
+        step(f"  {version.commit.short_id} {seen['value']}", f"{item.author}, from {said}")
 
-    query = "accessibility error"
-    out["search_day2"] = hits(mem.search(("users",), query, at="day2", limit=5))
-    out["search_problem"] = hits(mem.search(("users",), query, at="problem", limit=5))
-    step(f"search {query!r} at day2", out["search_day2"][0] if out["search_day2"] else "(nothing)")
-    step(f"search {query!r} at problem", out["search_problem"][0])
+    first_error = mem.log(namespace=("users", "alice", "errors"))[-1]  # did the errors start after it?
+    out["first_error_after_bad"] = first_error.time - bad.time
+    hours = out["first_error_after_bad"] / 3_600_000
+    step("first error: log of users/alice/errors", f"{first_error.short_id}, {hours:.0f} hours after it")
 
-    out["errors_day2"] = errors_by_user(mem.at("day2"))
-    out["errors_problem"] = errors_by_user(mem.at("problem"))
-    namespaces = mem.at("problem").list_namespaces(prefix=("users",), limit=1000)
-    out["error_namespaces"] = ["/".join(ns) for ns in namespaces if ns[2] in ("errors", "logs")]
-    step("error memories per user at day2", str(out["errors_day2"]))
-    step("error memories per user at problem", str(out["errors_problem"]))
+    then = mem.at("main@{3 days ago}")  # the last good state, and the commit main was at then
+    good = then.commit
+    out["last_good"] = good.id.hex()
+    out["last_good_color"] = value_of(then, *COLOR)
+    out["last_good_errors"] = errors_by_user(then)
+    detail = f"{good.short_id}: colour {out['last_good_color']} ({contrast(out['last_good_color'])}:1), "
+    step("at main@{3 days ago}: the last good state", detail + f"{sum(out['last_good_errors'].values())} errors")
+
+    mem.tag("incident-start", bad.id.hex())  # bookmarks, placed now that the moments are known
+    mem.tag("last-good", good.id.hex())
+    step("bookmarks", "tags incident-start, last-good")
+    return out
+
+
+def fix(mem: Memory, step: Callable[[str, str], None]) -> dict[str, Any]:
+    """Revert the bad write on a branch, test the fix there, and merge it while main keeps moving."""
+    out: dict[str, Any] = {}
+    mem.create_branch(FIX_BRANCH, at="main")
+    fixer = mem.handle(FIX_BRANCH, author=ONCALL)
+    message = f"revert alice's unreadable dashboard colour: {UNREADABLE} fails WCAG AA (incident-417)"
+    revert = fixer.revert("incident-start", author=ONCALL, message=message)
+    changes = fixer.show(revert.id.hex()).changes
+    out["revert"] = {"id": revert.id.hex(), "author": revert.author, "message": revert.message,
+                     "metadata": dict(revert.metadata), "parents": [p.hex() for p in revert.parents]}  # fmt: skip
+    out["revert_changes"] = [
+        {"path": "/".join((*c.namespace, c.key)), "kind": c.kind,
+         "old": c.old and c.old.value["value"], "new": c.new and c.new.value["value"]}
+        for c in changes
+    ]  # fmt: skip
+    out["counts"] = {"reverted": fixer.count()}
+    moved = ", ".join(f"{c['path'].rsplit('/', 1)[1]} {c['old']} -> {c['new']}" for c in out["revert_changes"])
+    step(f"branch {FIX_BRANCH} from main", "")
+    step("revert incident-start on the branch", f"{revert.short_id} by {revert.author}: {moved}")
+
+    restored = value_of(fixer, *COLOR)  # test the fix on the branch: the check, then the monitor itself
+    out["fix_color"], out["fix_ratio"] = restored, contrast(restored)
+    step("test on the branch: contrast", f"{restored} {out['fix_ratio']}:1 passes WCAG AA ({WCAG_AA}:1)")
+    resolved = monitor(fixer, "monitor-run-oncall")
+    assert resolved is not None
+    out["monitor_message"] = resolved.message
+    out["errors_on_branch"] = errors_by_user(fixer)
+    out["counts"]["tested"] = fixer.count()
+    step("test on the branch: the UI monitor", f"{resolved.message.split('; ')[1]}, {out['counts']['tested']} memories")
+
+    note = {"kind": "preference", "topic": "reports", "text": "Carol wants reports as PDF", "value": "PDF"}
+    mem.put(*location("carol", "preferences.reports.format"), note, author="agent:chat", sources=["msg-carol-301"],
+            message="remember carol's preferences.reports.format (from msg-carol-301)")  # fmt: skip
+    out["counts"]["main_before_merge"] = mem.count()
+    step("meanwhile on main", f"agent:chat remembers carol's report format, {mem.count()} memories")
+
+    merged = mem.merge(FIX_BRANCH, author=ONCALL, message=f"merge {FIX_BRANCH}: incident-417")
+    out["merge_parents"] = len(merged.parents)
+    out["counts"]["merged"] = mem.count()
+    step("merge into main", f"{merged.short_id} ({len(merged.parents)} parents), {mem.count()} memories")
+
+    yesterday = mem.at("main@{yesterday}")
+    out["errors_head"], out["errors_yesterday"] = errors_by_user(mem), errors_by_user(yesterday)
+    out["counts"]["at_yesterday"] = yesterday.count()
+    out["color_head"] = value_of(mem, *COLOR)
+    out["color_incident"] = value_of(mem.at("incident-start"), *COLOR)
+    out["theme_head"] = value_of(mem, *THEME)
+    step("open errors at HEAD", str(out["errors_head"]))
+    step("open errors at main@{yesterday}", str(out["errors_yesterday"]))
+    step("colour at HEAD / at incident-start", f"{out['color_head']} / {out['color_incident']}")
     return out
 
 
 def run(url: str, embedder: str = "hashing", *, echo: Callable[[str], None] = print) -> dict[str, Any]:
-    """Play the scenario on the store at ``url``; narrate it through ``echo``; return every figure it checks."""
-    counts: dict[str, int] = {}
+    """Write the story on the store at ``url``, then investigate and fix it in real time; narrate through
+    ``echo``; return every figure the tests check."""
 
     def step(title: str, detail: str = "") -> None:
         echo(f"  {title:<46} {detail}".rstrip())
 
-    with engram.open(url, embedder=embedder, author="agent:ops") as mem:
-        echo(f"Production debugging on {url} (embedder {embedder})\n")
-        counts["history"] = build_history(mem)
-        step("history: sign-ups + chat messages", f"{counts['history']} memories in {len(mem.log())} commits")
-        release = {"kind": "release", "text": "Dashboard v2 released: users can choose a dashboard colour"}
-        mem.put(*RELEASE, release, author="agent:release", sources=["release-2.0"])
-        mem.tag("checkpoint")
-        counts["checkpoint"] = mem.count()
-        step("release note, tag 'checkpoint'", f"{counts['checkpoint']} memories")
+    start = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(days=5)
+    with contextlib.ExitStack() as stack:
+        with clock.simulated(start) as sim:  # the story: every write at the time it happened
+            mem = stack.enter_context(engram.open(url, embedder=embedder, author="agent:ops"))
+            if len(mem.log(limit=2)) > 1:
+                raise SystemExit(f"{url} already holds memories: run the example on a new store")
+            echo(f"Production debugging on {url} (embedder {embedder})\n")
+            echo(f"Five days of agents writing, from {start:%Y-%m-%d %H:%M} UTC")
+            story = write_story(mem, sim, step)
+        counts = story.pop("counts")
 
-        set_color(mem, ACCESSIBLE, f"Alice wants her dashboard in navy blue ({ACCESSIBLE})", "msg-alice-201")
-        sharing = {"kind": "preference", "topic": "ui", "text": "Alice shares her dashboard with Bob", "value": ["bob"]}
-        where = location("alice", "preferences.ui.dashboard_sharing")
-        mem.put(*where, sharing, author="agent:personalization", sources=["msg-alice-202"])
-        mem.tag("day1")
-        counts["day1"] = mem.count()
-        step("day 1: two UI preferences, tag 'day1'", f"{counts['day1']} memories")
-
-        set_color(mem, UNREADABLE, f"Alice asked for a brighter dashboard: pale yellow ({UNREADABLE})", "msg-alice-245")
-        mem.tag("day2")
-        counts["day2"] = mem.count()
-        step("day 2: the same path updated, tag 'day2'", f"{counts['day2']} memories")
-
-        write_day3(mem)
-        mem.tag("day3")
-        mem.tag("problem")
-        counts["problem"] = counts["current"] = mem.count()
-        step("day 3: errors arrive, tags 'day3', 'problem'", f"{counts['problem']} memories")
-
-        echo("\nInvestigating")
+        echo(f"\nInvestigating, now ({datetime.now(UTC):%Y-%m-%d %H:%M} UTC)")
         out = investigate(mem, step)
-        counts.update({k: out.pop(k) for k in list(out) if k.startswith("at_")})
+        counts["last_good"] = mem.at("last-good").count()
 
         echo("\nFixing on a branch")
-        fixer = write_hotfix(mem)
-        counts["hotfix"] = fixer.count()
-        step("branch 'hotfix' from day2, fix committed", f"{counts['hotfix']} memories on hotfix")
-        merged = mem.merge("hotfix", message="merge hotfix: accessible dashboard colour")
-        out["merge_parents"] = len(merged.parents)
-        counts["merged"] = mem.count()
-        out["fix_on_main"] = mem.get(*location(*FIX)) is not None
-        out["color_on_main"] = value_of(mem, *COLOR)
-        detail = f"{merged.short_id} ({out['merge_parents']} parents), {counts['merged']} memories"
-        step("merge hotfix into main", f"{detail}, colour {out['color_on_main']}")
-        past = mem.at("day2")
-        counts["at_day2_after_merge"] = past.count()
-        out["fix_at_day2"] = past.get(*location(*FIX)) is not None
-        out["color_at_day2_after_merge"] = value_of(past, *COLOR)
-        detail = f"{counts['at_day2_after_merge']} memories, fix present: {out['fix_at_day2']}"
-        step("at('day2') after the merge", f"{detail}, colour {out['color_at_day2_after_merge']}")
-        out["commits"] = len(mem.log())
-        out["fsck_ok"] = mem.fsck().ok
+        fixed = fix(mem, step)
+        counts.update(fixed.pop("counts"))
+        out.update(fixed)
+        out.update(story)
         out["counts"] = counts
+        out["commits"] = mem.log()
+        out["tags"] = mem.tags()
+        out["fsck_ok"] = mem.fsck().ok
 
-    tags = ", ".join(f"{ref} {counts['at_' + ref]}" for ref in ("checkpoint", "day1", "day2", "problem"))
-    echo(f"\nFinal counts: {tags}, main after the hotfix {counts['merged']} ({out['commits']} commits)")
+    bad = out["bad"][:10]
+    echo(f"\nFound the bad write {bad} by itself; main after the fix: {counts['merged']} memories, "
+         f"{sum(out['errors_head'].values())} open errors ({len(out['commits'])} commits)")  # fmt: skip
     return out
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the scenario on STORE (or a throwaway temporary directory)."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("store", nargs="?", help="store directory or URL (default: a temporary directory)")
+    parser.add_argument("store", nargs="?", help="a new store directory or URL (default: a temporary directory)")
     parser.add_argument("--embedder", default="hashing", help="hashing (fast, the default), minilm, or openai:...")
     args = parser.parse_args(argv)
     if args.store:

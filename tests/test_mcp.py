@@ -42,10 +42,34 @@ EXPECTED_TOOLS = [
     "memory_log",
     "memory_diff",
     "memory_history",
-    "memory_branch",
+    "memory_list_branches",
+    "memory_create_branch",
+    "memory_delete_branch",
     "memory_merge",
     "memory_revert",
-]
+    "channel_create",
+    "channel_list",
+    "channel_join",
+    "channel_leave",
+    "channel_invite",
+    "message_send",
+    "message_direct",
+    "message_list",
+    "message_search",
+    "message_feedback",
+    "note_write",
+    "note_search",
+    "note_recent",
+    "note_peek",
+    "pattern_detect",
+    "agent_list",
+    "event_list",
+    "memory_append_turn",
+    "memory_writer_status",
+    "memory_writer_runs",
+    "memory_writer_approve",
+    "memory_writer_reject",
+]  # the channel tools: issue #13; then the memory writer's: issue #14
 
 
 @pytest.fixture
@@ -101,14 +125,63 @@ async def test_mcp_lists_every_tool_with_a_strict_documented_schema(client: Clie
         for name, prop in schema["properties"].items():
             assert prop.get("description"), (tool.name, name)
             assert "type" in prop or "anyOf" in prop, (tool.name, name)
-        assert tool.annotations is not None
-        assert tool.annotations.read_only_hint is (tool.name in READ_ONLY)
     search = next(t for t in tools if t.name == "memory_search").input_schema["properties"]
     assert {"query", "namespace", "filter", "limit", "mode", "profile", "at"} <= set(search)
     assert search["limit"]["default"] == 10 and search["profile"]["enum"][0] == "similarity"
 
 
-READ_ONLY = {"memory_search", "memory_get", "memory_list_namespaces", "memory_log", "memory_diff", "memory_history"}
+#: Every tool's (readOnlyHint, destructiveHint, scope): clients ask for confirmation before destructive tools and
+#: need none for read-only ones, so a tool that lists must never be marked as one that deletes (issue #12).
+HINTS = {
+    "memory_search": (True, False, "read"),
+    "memory_get": (True, False, "read"),
+    "memory_write": (False, False, "write"),
+    "memory_delete": (False, True, "write"),
+    "memory_list_namespaces": (True, False, "read"),
+    "memory_log": (True, False, "read"),
+    "memory_diff": (True, False, "read"),
+    "memory_history": (True, False, "read"),
+    "memory_list_branches": (True, False, "read"),
+    "memory_create_branch": (False, False, "write"),
+    "memory_delete_branch": (False, True, "admin"),
+    "memory_merge": (False, False, "write"),
+    "memory_revert": (False, False, "write"),
+    "channel_create": (False, False, "write"),
+    "channel_list": (True, False, "read"),
+    "channel_join": (False, False, "write"),
+    "channel_leave": (False, False, "write"),
+    "channel_invite": (False, False, "write"),
+    "message_send": (False, False, "write"),
+    "message_direct": (False, False, "write"),
+    "message_list": (True, False, "read"),
+    "message_search": (True, False, "read"),
+    "message_feedback": (False, False, "write"),
+    "note_write": (False, False, "write"),
+    "note_search": (True, False, "read"),
+    "note_recent": (True, False, "read"),
+    "note_peek": (False, False, "write"),
+    "pattern_detect": (False, False, "write"),
+    "agent_list": (True, False, "read"),
+    "event_list": (True, False, "read"),
+    "memory_append_turn": (False, False, "write"),
+    "memory_writer_status": (True, False, "read"),
+    "memory_writer_runs": (True, False, "read"),
+    "memory_writer_approve": (False, False, "write"),
+    "memory_writer_reject": (False, True, "write"),
+}
+
+
+async def test_mcp_tool_annotations_are_honest_for_every_tool(client: Client) -> None:
+    tools = (await client.list_tools()).tools
+    assert list(HINTS) == EXPECTED_TOOLS == [t.name for t in tools]
+    for tool in tools:
+        hints = tool.annotations
+        assert hints is not None, tool.name
+        read_only, destructive, scope = HINTS[tool.name]
+        assert (hints.read_only_hint, hints.destructive_hint, hints.open_world_hint) == (read_only, destructive, False)
+        assert TOOLS[tool.name].scope == scope, tool.name
+        assert (scope == "read") is read_only, tool.name  # a read-only tool needs only the read scope
+    assert not any(t.annotations and t.annotations.read_only_hint and t.annotations.destructive_hint for t in tools)
 
 
 def test_mcp_tool_functions_take_exactly_their_schema_properties() -> None:
@@ -280,9 +353,10 @@ async def test_mcp_reads_travel_in_time(client: Client) -> None:
 
 async def test_mcp_branches_writes_on_a_branch_and_merge(client: Client, smem: Memory) -> None:
     await write(client, "prefs", {"theme": "dark"})
-    listed = await call(client, "memory_branch")
-    assert listed["current"] == "main" and set(listed["branches"]) == {"main"}
-    created = await call(client, "memory_branch", action="create", name="fix")
+    smem.tag("v1")
+    listed = await call(client, "memory_list_branches")
+    assert listed == {"current": "main", "branches": smem.branches(), "tags": {"v1": smem.head.id.hex()}}
+    created = await call(client, "memory_create_branch", name="fix")
     assert set(created["branches"]) == {"main", "fix"} and created["branches"]["fix"] == created["branches"]["main"]
 
     on_fix = await write(client, "prefs", {"theme": "light"}, branch="fix", message="try light")
@@ -302,23 +376,26 @@ async def test_mcp_branches_writes_on_a_branch_and_merge(client: Client, smem: M
     assert into_fix["message"] == "sync fix"
     assert (await call(client, "memory_get", namespace=ALICE, key="extra", at="fix"))["item"] is not None
 
-    deleted = await call(client, "memory_branch", action="delete", name="fix")
-    assert set(deleted["branches"]) == {"main"}
-    _, error = await fail(client, "memory_branch", action="delete", name="main")
+    deleted = await call(client, "memory_delete_branch", name="fix")
+    assert set(deleted["branches"]) == {"main"} and set(smem.branches()) == {"main"}
+    _, error = await fail(client, "memory_delete_branch", name="main")
     assert error["type"] == "ConflictError"
-    _, error = await fail(client, "memory_branch", action="create", name="main")
+    _, error = await fail(client, "memory_create_branch", name="main")
     assert error["type"] == "RefExistsError"
-    _, error = await fail(client, "memory_branch", action="create", name="bad..name")
+    _, error = await fail(client, "memory_create_branch", name="bad..name")
     assert error["type"] == "InvalidRefError"
-    text, error = await fail(client, "memory_branch", action="create")
-    assert error["type"] == "InvalidArguments" and "name" in text
+    for name in ("memory_create_branch", "memory_delete_branch"):
+        text, error = await fail(client, name)
+        assert error["type"] == "InvalidArguments" and "'name' is a required property" in text
+    text, error = await fail(client, "memory_list_branches", action="create", name="x")  # listing never writes
+    assert error["type"] == "InvalidArguments" and "'action'" in text and set(smem.branches()) == {"main"}
     _, error = await fail(client, "memory_write", namespace=ALICE, key="k", value={}, branch="nope")
     assert error["type"] == "RefNotFoundError"
 
 
 async def test_mcp_merge_conflict_lists_the_items_and_writes_nothing(client: Client, smem: Memory) -> None:
     await write(client, "prefs", {"theme": "dark"})
-    await call(client, "memory_branch", action="create", name="fix")
+    await call(client, "memory_create_branch", name="fix")
     await write(client, "prefs", {"theme": "light"}, branch="fix")
     await write(client, "prefs", {"theme": "neon"})
     head = smem.head.id
@@ -350,7 +427,7 @@ async def test_mcp_revert(client: Client) -> None:
     await call(client, "memory_revert", ref=again["id"], strategy="ours")
     assert (await call(client, "memory_get", namespace=ALICE, key="prefs"))["item"]["value"] == {"theme": "green"}
 
-    await call(client, "memory_branch", action="create", name="side")
+    await call(client, "memory_create_branch", name="side")
     side = await write(client, "side", {"v": 1}, branch="side")
     await call(client, "memory_revert", ref=side["id"], branch="side")
     assert (await call(client, "memory_get", namespace=ALICE, key="side", at="side"))["item"] is None

@@ -21,10 +21,13 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 import engram
-from engram.mcp import TOOLS, call_tool
+from engram.mcp import TOOLS, KeyedAccess, build_server, call_tool
+from engram.mcp.tools import tools_for
 from engram.ops.access import KeyRing, Principal
+from engram.ops.tenants import TenantPool
 
 ENGRAM = Path(sys.executable).with_name("engram")
 pytestmark = pytest.mark.anyio
@@ -50,22 +53,64 @@ async def test_call_tool_checks_scopes_for_every_tool() -> None:
     writes = {
         "memory_write": {"namespace": ["users"], "key": "k", "value": {}},
         "memory_delete": {"namespace": ["users"], "key": "k"},
+        "memory_create_branch": {"name": "b"},
         "memory_merge": {"source": "main"},
         "memory_revert": {"ref": "HEAD"},
+        # the channel tools (issue #13)
+        "channel_create": {"name": "c"},
+        "channel_join": {"channel": "c"},
+        "channel_leave": {"channel": "c"},
+        "channel_invite": {"channel": "c", "invitee": "bob"},
+        "message_send": {"channel": "c", "content": "x"},
+        "message_direct": {"to": "bob", "content": "x"},
+        "message_feedback": {"target": "acme:c#1", "worked": True},
+        "note_write": {"content": "x"},
+        "note_peek": {"owner": "bob"},
+        "pattern_detect": {},
+        # the memory writer's tools (issue #14)
+        "memory_append_turn": {"conversation_id": "c", "target": ["users", "alice"], "role": "user", "text": "x"},
+        "memory_writer_approve": {"target": ["users", "alice"], "run_id": "r"},
+        "memory_writer_reject": {"target": ["users", "alice"], "run_id": "r"},
     }
     assert set(writes) == {name for name, tool in TOOLS.items() if tool.scope == "write"}
     for name, args in writes.items():
         result = await call_tool(mem, name, args, reader)
         assert result.is_error and "lacks the 'write' scope" in result.content[0].text, name
+    assert set(mem.branches()) == {"main"}
     found = await call_tool(mem, "memory_get", {"namespace": ["users", "alice"], "key": "prefs"}, reader)
     assert _data(found)["item"]["value"] == {"text": "dark mode"}
-    listed = await call_tool(mem, "memory_branch", {}, reader)
+    listed = await call_tool(mem, "memory_list_branches", {}, reader)
     assert not listed.is_error and "main" in _data(listed)["branches"]
-    created = await call_tool(mem, "memory_branch", {"action": "create", "name": "b"}, reader)
-    assert created.is_error and "'write' scope" in created.content[0].text
     writer = _principal("read", "write")
-    deleted = await call_tool(mem, "memory_branch", {"action": "delete", "name": "main"}, writer)
-    assert deleted.is_error and "'admin' scope" in deleted.content[0].text
+    created = await call_tool(mem, "memory_create_branch", {"name": "b"}, writer)
+    assert not created.is_error and set(mem.branches()) == {"main", "b"}
+    deleted = await call_tool(mem, "memory_delete_branch", {"name": "b"}, writer)
+    assert deleted.is_error and "'admin' scope" in deleted.content[0].text and "b" in mem.branches()
+    restricted = _principal("admin", prefix=("users", "alice"))
+    deleted = await call_tool(mem, "memory_delete_branch", {"name": "b"}, restricted)
+    assert deleted.is_error and "reaches every namespace" in deleted.content[0].text and "b" in mem.branches()
+    deleted = await call_tool(mem, "memory_delete_branch", {"name": "b"}, _principal("admin"))
+    assert not deleted.is_error and set(mem.branches()) == {"main"}
+
+
+def test_a_key_sees_only_the_tools_its_scopes_allow() -> None:
+    reads = [name for name, tool in TOOLS.items() if tool.read_only]
+    assert reads == [tool.name for tool in tools_for(_principal("read"))]
+    assert "memory_list_branches" in reads and "memory_create_branch" not in reads
+    writer = [tool.name for tool in tools_for(_principal("read", "write"))]
+    assert writer == [name for name in TOOLS if name != "memory_delete_branch"]
+    assert [tool.name for tool in tools_for(_principal("admin"))] == list(TOOLS)
+
+
+async def test_a_keyed_server_lists_no_tool_to_a_caller_without_a_key(tmp_path: Path) -> None:
+    tenants = TenantPool(lambda _: engram.open(":memory:", embedder="hashing"), sweep_minutes=None)
+    server = build_server(access=KeyedAccess(KeyRing(tmp_path / "keys.json"), tenants))
+    try:
+        async with Client(server) as client:  # in process: no HTTP request, so no key
+            with pytest.raises(MCPError, match="send an API key"):
+                await client.list_tools()
+    finally:
+        tenants.close()
 
 
 async def test_call_tool_refreshes_nothing_for_a_read_only_key() -> None:
@@ -142,6 +187,8 @@ async def test_mcp_over_http_with_keys_enforces_tenants_scopes_and_prefixes(tmp_
             assert refused.status_code == 401 and refused.json()["error"]["code"] in ("unauthorized", "invalid_key")
         with anyio.fail_after(60):
             async with _client(url, acme) as client:
+                listed = [tool.name for tool in (await client.list_tools()).tools]
+                assert "memory_write" in listed and "memory_delete_branch" not in listed  # no admin scope
                 done = await client.call_tool("memory_write", {"namespace": ["notes"], "key": "k",
                                                                "value": {"text": "acme secret"}})  # fmt: skip
                 assert not done.is_error and _data(done)["commit"]["author"].startswith("key:")
@@ -151,6 +198,9 @@ async def test_mcp_over_http_with_keys_enforces_tenants_scopes_and_prefixes(tmp_
                 found = await client.call_tool("memory_search", {"query": "secret"})
                 assert _data(found)["items"] == []
             async with _client(url, acme_reader) as client:
+                listed = [tool.name for tool in (await client.list_tools()).tools]
+                assert listed == [tool.name for tool in tools_for(_principal("read"))]
+                assert "memory_list_branches" in listed and "memory_write" not in listed
                 got = await client.call_tool("memory_get", {"namespace": ["notes"], "key": "k"})
                 assert _data(got)["item"]["value"] == {"text": "acme secret"}
                 refused_write = await client.call_tool("memory_write", {"namespace": ["n"], "key": "k", "value": {}})

@@ -1,13 +1,16 @@
-"""The production-debugging scenario of issue #4 (examples/production_debugging.py): every figure the
-example reports, the same investigation through the CLI, and the example run as a script."""
+"""The production-debugging scenario of issue #4 (examples/production_debugging.py): a story written over five
+days by agents that place no tags, an investigation that finds the bad write by itself, the revert, and the
+same exploration through the CLI (docs/scenario.md's shell blocks run in tests/test_docs.py)."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -16,11 +19,12 @@ import pytest
 from click.testing import CliRunner
 
 import engram
+from engram import clock
 from engram.cli import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "production_debugging.py"
-FINAL = "Final counts: checkpoint 145, day1 147, day2 147, problem 167, main after the hotfix 168"
+HOUR, DAY = 3_600_000, 86_400_000
 
 
 def _load() -> ModuleType:
@@ -32,21 +36,14 @@ def _load() -> ModuleType:
 
 
 example = _load()
+UI = "users/alice/preferences/ui"
+COLOR = example.path_of(*example.COLOR)
 ERROR = example.path_of(*example.ERROR)
-FIX = example.path_of(*example.FIX)
-#: What day 3 added: the accessibility error and 19 error logs (12 for alice, 7 for bob).
-DAY3 = sorted(
-    [ERROR]
-    + [
-        example.path_of(u, f"logs.dashboard.error_{i:02d}")
-        for u, n in example.ERROR_LOGS.items()
-        for i in range(1, n + 1)
-    ]
-)
+Scenario = tuple[str, dict[str, Any], str]
 
 
 @pytest.fixture(scope="module")
-def scenario(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any], str]:
+def scenario(tmp_path_factory: pytest.TempPathFactory) -> Scenario:
     """The scenario played once on a SQLite store: (store path, results, narration)."""
     store = str(tmp_path_factory.mktemp("production") / "store")
     lines: list[str] = []
@@ -55,8 +52,8 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, A
 
 
 @pytest.fixture
-def run(scenario: tuple[str, dict[str, Any], str]) -> Callable[..., tuple[int, str]]:
-    """Invoke the CLI on the scenario's store: run("diff", "day2", "problem") -> (exit code, output)."""
+def run(scenario: Scenario) -> Callable[..., tuple[int, str]]:
+    """Invoke the CLI on the scenario's store: run("diff", "last-good", "incident-start") -> (exit code, output)."""
     runner = CliRunner()
 
     def invoke(*args: str) -> tuple[int, str]:
@@ -72,129 +69,186 @@ def _json(run: Callable[..., tuple[int, str]], *args: str) -> Any:
     return json.loads(out)
 
 
-def test_production_debugging_counts_at_every_tag(scenario: tuple[str, dict[str, Any], str]) -> None:
+def _table_counts() -> list[int]:
+    """The items column of the counts table in the example's docstring, top to bottom."""
+    doc = example.__doc__ or ""
+    rule = next(line for line in doc.splitlines() if line.startswith("====="))
+    start, end = list(re.finditer(r"=+", rule))[1].span()
+    return [int(line[start:end]) for line in doc.splitlines() if line[start:end].strip().isdigit()]
+
+
+def test_production_debugging_counts_match_the_docstring_table(scenario: Scenario) -> None:
     _, results, narration = scenario
     assert results["counts"] == {
-        "history": 144, "checkpoint": 145, "day1": 147, "day2": 147, "problem": 167, "current": 167,
-        "at_checkpoint": 145, "at_day1": 147, "at_day2": 147, "at_problem": 167,
-        "hotfix": 148, "merged": 168, "at_day2_after_merge": 147,
+        "day1": 144, "release": 145, "dashboard": 147, "bad_write": 147, "story_end": 167, "last_good": 147,
+        "reverted": 167, "tested": 147, "main_before_merge": 168, "merged": 148, "at_yesterday": 167,
     }  # fmt: skip
-    assert FINAL in narration
+    table = _table_counts()
+    assert table == list(results["counts"].values())[:-1] and len(table) == 10
+    assert "main@{yesterday}`` still has 167 items" in example.__doc__
     assert results["fsck_ok"] is True
-    assert results["commits"] > 100  # a realistic history: one commit per message, not one big batch
+    assert len(results["commits"]) == 105  # a realistic history: one commit per message, not one big batch
+    bad = results["bad"][:10]
+    assert f"Found the bad write {bad} by itself; main after the fix: 148 memories, 0 open errors" in narration
 
 
-def test_production_debugging_finds_what_changed(scenario: tuple[str, dict[str, Any], str]) -> None:
-    _, results, _ = scenario
-    assert results["error_at_problem"] is True and results["error_at_day2"] is False
-    assert results["diff"] == DAY3 and len(results["diff"]) == 20
-    assert results["diff_kinds"] == ["added"]
-    assert (results["color_day1"], results["color_day2"]) == (example.ACCESSIBLE, example.UNREADABLE)
-    assert results["color_day2_provenance"] == ("agent:personalization", ["msg-alice-245"])
-    assert [(v["value"], v["author"], v["sources"]) for v in results["theme_history"]] == [
-        ("solarized dark", "agent:chat", ["msg-alice-188"]),
-        ("dark", "agent:chat", ["msg-alice-122"]),
-        ("light", "agent:onboarding", ["signup-alice"]),
-    ]
-    assert len({v["commit"] for v in results["theme_history"]}) == 3
-    assert results["search_problem"][0] == ERROR
-    assert ERROR not in results["search_day2"]
-    assert "/preferences/accessibility/" in results["search_day2"][0]  # only preferences matched before day 3
+def test_production_debugging_writers_place_no_tags_and_write_over_days() -> None:
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(days=5)
+    with clock.simulated(start) as sim:
+        mem = engram.open(":memory:", embedder="hashing")
+        story = example.write_story(mem, sim, lambda title, detail: None)
+    assert mem.tags() == {} and list(mem.branches()) == ["main"]  # the writers know nothing of the incident
+    assert story["counts"]["story_end"] == mem.count() == 167
+    times = sorted(c.time for c in mem.log())
+    assert 0 <= times[0] - start.timestamp() * 1000 < 1000  # even init carries the story's time
+    assert times[-1] - times[0] > 3.5 * DAY
+    assert len({datetime.fromtimestamp(t / 1000, UTC).date() for t in times}) >= 4
+    assert times[-1] < int(datetime.now(UTC).timestamp() * 1000) - 12 * HOUR  # the story ends before the run
+    items = [i for i in mem.iter_items(("users",))]
+    assert all(i.sources for i in items) and {i.author for i in items} >= {
+        "agent:onboarding", "agent:chat", "agent:support", "agent:scheduler", "agent:personalization",
+        "agent:ui-monitor", "agent:dashboard",
+    }  # fmt: skip
+    mem.close()
 
 
-def test_production_debugging_errors_only_in_affected_users(scenario: tuple[str, dict[str, Any], str]) -> None:
-    _, results, _ = scenario
-    assert results["errors_day2"] == {"alice": 0, "bob": 0, "carol": 0}
-    assert results["errors_problem"] == {"alice": 13, "bob": 7, "carol": 0}
-    assert [u for u, n in results["errors_problem"].items() if n] == list(example.AFFECTED)
-    assert results["error_namespaces"] == [
-        "users/alice/errors",
-        "users/alice/logs/dashboard",
-        "users/bob/logs/dashboard",
-    ]
-
-
-def test_production_debugging_hotfix_merges_without_rewriting_the_past(
-    scenario: tuple[str, dict[str, Any], str],
-) -> None:
+def test_production_debugging_times_span_days(scenario: Scenario) -> None:
     store, results, _ = scenario
-    assert results["merge_parents"] == 2
-    assert results["fix_on_main"] is True and results["fix_at_day2"] is False
-    assert results["color_on_main"] == example.ACCESSIBLE
-    assert results["color_at_day2_after_merge"] == example.UNREADABLE
-    with engram.open(store, embedder="hashing") as mem:  # reopened: the figures are in the store, not in memory
-        assert [mem.at(t).count() for t in ("checkpoint", "day1", "day2", "day3", "problem", "main")] == [
-            145, 147, 147, 167, 167, 168,
-        ]  # fmt: skip
-        assert mem.at("hotfix").count() == 148
-        assert mem.resolve("day3").id == mem.resolve("problem").id
-        namespace, key = example.location("bob", "profile.schedule.work_hours")
-        hours = mem.history(namespace, key, "checkpoint")  # bob changed his mind: both versions, newest first
-        assert [(v.item.value["value"], v.item.author) for v in hours if v.item] == [
-            ("07:30-15:30", "agent:scheduler"), ("08:00-16:00", "agent:scheduler"),
-        ]  # fmt: skip
-        fix = mem.get(*example.location(*example.FIX))
-        assert fix is not None and fix.author == "agent:debugger" and fix.sources == ("incident-417",)
+    commits = results["commits"]
+    story = [c for c in commits if c.time < commits[0].time - 12 * HOUR]
+    assert len(story) == 101 and len(commits) - len(story) == 4  # revert, monitor, carol, merge: in real time
+    assert story[0].time - story[-1].time > 3.5 * DAY
+    with engram.open(store, embedder="hashing") as mem:  # reopened: the times are in the store
+        bad = mem.resolve("incident-start")
+        assert 50 * HOUR < commits[0].time - bad.time < 58 * HOUR  # "since about 2 days ago"
+        assert mem.at("main@{2.days.ago}").get(*example.location(*example.COLOR)).value["value"] == example.UNREADABLE
 
 
-def test_production_debugging_through_the_cli(run: Callable[..., tuple[int, str]]) -> None:
-    commits = _json(run, "log", "-n", "500")
-    assert commits[0]["message"] == "merge hotfix: accessible dashboard colour" and len(commits[0]["parents"]) == 2
-    assert {"agent:onboarding", "agent:chat", "agent:support", "agent:scheduler", "agent:personalization",
-            "agent:ui-monitor", "agent:log-shipper", "agent:debugger"} <= {c["author"] for c in commits}  # fmt: skip
-    code, out = run("log", "-n", "3")
-    assert code == 0 and out.startswith("M ") and "merge hotfix" in out
-    assert [c["author"] for c in _json(run, "log", "--namespace", "users/alice/errors")] == ["agent:ui-monitor"]
-
-    rows = _json(run, "diff", "day2", "problem")
-    assert sorted("/".join([*r["namespace"], r["key"]]) for r in rows) == DAY3
-    assert {r["kind"] for r in rows} == {"added"} and all(r["old"] is None for r in rows)
-    code, out = run("diff", "day2", "problem")
-    assert code == 0 and "20 items changed: 20 added, 0 modified, 0 removed" in out
-    assert all(path in out for path in DAY3)
-
-    query = ("users", "accessibility error")
-    then = _json(run, "search", *query, "--at", "day2")["items"]
-    assert then and ERROR not in ["/".join([*i["namespace"], i["key"]]) for i in then]
-    now = _json(run, "search", *query, "--at", "problem")["items"]
-    assert "/".join([*now[0]["namespace"], now[0]["key"]]) == ERROR
-    assert now[0]["value"]["category"] == "accessibility"
-    code, out = run("search", *query, "--at", "problem")
-    assert code == 0 and out.split("\n")[0].split()[1] == ERROR
-    errors = ("--filter", '{"level": "error"}', "--limit", "100", "--at", "problem")
-    found = {u: len(_json(run, "search", f"users/{u}", *errors)["items"]) for u in example.USERS}
-    assert found == {"alice": 13, "bob": 7, "carol": 0}
-
-    ui = "users/alice/preferences/ui"
-    assert _json(run, "get", ui, "theme", "--at", "checkpoint")["value"]["value"] == "solarized dark"
-    code, out = run("get", ui, "dashboard_color", "--at", "checkpoint")
-    assert code == 1 and "no item" in out
-    assert _json(run, "get", ui, "dashboard_color", "--at", "day1")["value"]["value"] == example.ACCESSIBLE
-    assert _json(run, "get", ui, "dashboard_color", "--at", "day2")["value"]["value"] == example.UNREADABLE
-    assert _json(run, "get", ui, "dashboard_color")["value"]["value"] == example.ACCESSIBLE  # main, after the fix
-    assert run("get", *FIX.rsplit("/", 1), "--at", "day2")[0] == 1
-    assert run("get", *FIX.rsplit("/", 1))[0] == 0
-
-    versions = _json(run, "history", ui, "theme")
-    assert [(v["value"]["value"], v["author"]) for v in versions] == [
-        ("solarized dark", "agent:chat"), ("dark", "agent:chat"), ("light", "agent:onboarding"),
+def test_production_debugging_investigation_finds_the_bad_write_by_itself(scenario: Scenario) -> None:
+    _, results, _ = scenario
+    truth = results["truth"]  # what the writer did: the investigation never sees it
+    assert results["bad"] == truth["bad"]
+    assert results["tags"]["incident-start"] == truth["bad"]
+    assert results["errors_now"] == {"alice": 13, "bob": 7, "carol": 0}
+    assert results["search_now"][0] == COLOR and results["search_then"][0] == COLOR
+    assert [(e["commit"], e["value"], e["ratio"]) for e in results["color_log"]] == [
+        (truth["bad"], example.UNREADABLE, 1.3), (truth["navy"], example.ACCESSIBLE, 10.4),
     ]  # fmt: skip
-    versions = _json(run, "history", ui, "dashboard_color")
-    assert [(v["value"]["value"], v["author"]) for v in versions] == [
-        (example.ACCESSIBLE, "agent:debugger"), (example.UNREADABLE, "agent:personalization"),
+    assert [(v["value"], v["author"], v["sources"]) for v in results["color_history"]] == [
+        (example.UNREADABLE, "agent:personalization", ["msg-alice-245"]),
+        (example.ACCESSIBLE, "agent:personalization", ["msg-alice-201"]),
+    ]
+    assert 0 < results["first_error_after_bad"] < 3 * HOUR  # the errors started right after it
+
+
+def test_production_debugging_investigation_is_not_fooled_by_a_later_bad_write() -> None:
+    """Two failing writes in a row: the investigation blames the first, and the last good state is before it."""
+    namespace, key = example.location(*example.COLOR)
+    with clock.simulated(datetime.now(UTC) - timedelta(days=5)) as sim:
+        mem = engram.open(":memory:", embedder="hashing")
+        sharing = {"kind": "preference", "text": "Alice shares her dashboard with Bob", "value": ["bob"]}
+        mem.put(*example.location(*example.SHARING), sharing, sources=["msg-alice-202"])
+        example.set_color(mem, example.ACCESSIBLE, "navy", "msg-alice-201")
+        sim.advance(days=2, hours=12)  # after "3 days ago"
+        first = example.set_color(mem, "#fef08a", "light yellow", "msg-alice-230")
+        sim.advance(hours=1)
+        example.monitor(mem, "monitor-run-1")
+        sim.advance(days=1)
+        example.set_color(mem, example.UNREADABLE, "pale yellow", "msg-alice-245")
+    found = example.investigate(mem, lambda title, detail: None)
+    assert found["bad"] == first.id.hex() and len(found["color_log"]) == 3
+    assert found["last_good_color"] == example.ACCESSIBLE
+    assert [v["sources"] for v in found["color_history"]][1] == ["msg-alice-230"]
+    assert mem.history(namespace, key)[1].commit.id == first.id
+    mem.close()
+
+
+def test_production_debugging_last_good_state_by_relative_time(scenario: Scenario) -> None:
+    store, results, _ = scenario
+    assert results["last_good_color"] == example.ACCESSIBLE
+    assert results["last_good_errors"] == {"alice": 0, "bob": 0, "carol": 0}
+    assert results["tags"]["last-good"] == results["last_good"]
+    with engram.open(store, embedder="hashing") as mem:
+        good, bad = mem.resolve("last-good"), mem.resolve("incident-start")
+        assert good.id in {c.id for c in mem.log("incident-start")} and good.time < bad.time
+        assert mem.resolve("main@{3 days ago}").id == good.id
+        assert mem.at("main@{3 days ago}").get(*example.location(*example.COLOR)).value["value"] == example.ACCESSIBLE
+        # between the last good state and the bad write, bob's hours changed: resetting would lose that
+        changed = sorted("/".join((*c.namespace, c.key)) for c in mem.diff("last-good", "incident-start"))
+        assert changed == [COLOR, "users/bob/profile/schedule/work_hours"]
+
+
+def test_production_debugging_revert_undoes_exactly_the_bad_write(scenario: Scenario) -> None:
+    store, results, _ = scenario
+    revert = results["revert"]
+    assert revert["author"] == example.ONCALL == "oncall:dana"
+    assert revert["message"] == "revert alice's unreadable dashboard colour: #fde047 fails WCAG AA (incident-417)"
+    assert revert["metadata"] == {"reverts": results["truth"]["bad"]}
+    assert results["revert_changes"] == [
+        {"path": COLOR, "kind": "modified", "old": example.UNREADABLE, "new": example.ACCESSIBLE},
+    ]
+    with engram.open(store, embedder="hashing") as mem:
+        [undone] = mem.show(revert["id"]).changes
+        [done] = mem.show("incident-start").changes
+        assert (undone.old, undone.new) == (done.new, done.old)  # the very items, timestamps and sources included
+        assert undone.new is not None and undone.new.sources == ("msg-alice-201",)
+        assert mem.resolve(revert["id"]).parents[0] != mem.resolve("incident-start").id  # not the newest commit
+        # what was written after the bad write survives the revert
+        assert example.value_of(mem, *example.THEME) == "solarized dark"
+        assert example.value_of(mem, "bob", "profile.schedule.work_hours") == "07:30-15:30"
+
+
+def test_production_debugging_fix_is_tested_on_a_branch_then_merged(scenario: Scenario) -> None:
+    store, results, _ = scenario
+    assert (results["fix_color"], results["fix_ratio"]) == (example.ACCESSIBLE, 10.4)
+    assert results["monitor_message"].endswith("; 20 open errors resolved")
+    assert results["errors_on_branch"] == {"alice": 0, "bob": 0, "carol": 0}
+    assert results["merge_parents"] == 2
+    assert results["errors_head"] == {"alice": 0, "bob": 0, "carol": 0}
+    assert results["errors_yesterday"] == {"alice": 13, "bob": 7, "carol": 0}
+    assert (results["color_head"], results["color_incident"]) == (example.ACCESSIBLE, example.UNREADABLE)
+    with engram.open(store, embedder="hashing") as mem:
+        assert mem.get(*example.location("carol", "preferences.reports.format")) is not None  # main kept moving
+        assert mem.at("main@{yesterday}").get(*example.location(*example.ERROR)) is not None
+        assert mem.get(*example.location(*example.ERROR)) is None
+        head = mem.resolve()
+        assert head.author == example.ONCALL and head.message == "merge fix/dashboard-contrast: incident-417"
+
+
+def test_production_debugging_through_the_cli(run: Callable[..., tuple[int, str]], scenario: Scenario) -> None:
+    results = scenario[1]
+    touched = _json(run, "log", "--namespace", UI, "-n", "10")
+    assert [c["author"] for c in touched[:4]] == ["oncall:dana", "oncall:dana", "agent:chat", "agent:personalization"]
+    assert touched[3]["id"] == results["bad"] and touched[1]["metadata"] == {"reverts": results["bad"]}
+    versions = _json(run, "history", UI, "dashboard_color")
+    assert [(v["item"]["value"]["value"], v["commit"]["author"]) for v in versions] == [
+        (example.ACCESSIBLE, "oncall:dana"), (example.UNREADABLE, "agent:personalization"),
         (example.ACCESSIBLE, "agent:personalization"),
     ]  # fmt: skip
-    code, out = run("history", ui, "dashboard_color")
-    assert code == 0 and "agent:debugger: " in out and out.count("agent:personalization: ") == 2
-
-    listed = ["/".join(ns) for ns in _json(run, "ls")]
-    assert {"users/alice/errors", "users/alice/logs/dashboard", "users/bob/logs/dashboard"} <= set(listed)
-    assert not [ns for ns in listed if ns.startswith("users/carol/") and ns.split("/")[2] in ("errors", "logs")]
-    assert not [ns for ns in (map("/".join, _json(run, "ls", "--at", "day2"))) if "/errors" in ns or "/logs" in ns]
-    code, out = run("ls", "--prefix", "users/carol", "--max-depth", "3")
-    assert code == 0 and out.split() == ["users/carol/facts", "users/carol/preferences", "users/carol/profile"]
+    at = {when: _json(run, "get", UI, "dashboard_color", "--at", when)["value"]["value"]
+          for when in ("main@{3 days ago}", "last-good", "incident-start", "incident-start~1", "main")}  # fmt: skip
+    assert at == {"main@{3 days ago}": example.ACCESSIBLE, "last-good": example.ACCESSIBLE,
+                  "incident-start": example.UNREADABLE, "incident-start~1": example.ACCESSIBLE,
+                  "main": example.ACCESSIBLE}  # fmt: skip
+    code, out = run("show", "incident-start")
+    assert code == 0 and "agent:personalization" in out and "msg-alice-245" in out and COLOR in out
+    errors = ("--filter", '{"level": "error"}', "--limit", "100")
+    found = {u: len(_json(run, "search", f"users/{u}", *errors, "--at", "main@{yesterday}")["items"])
+             for u in example.USERS}  # fmt: skip
+    assert found == {"alice": 13, "bob": 7, "carol": 0}
+    assert _json(run, "search", "users", *errors)["items"] == []
     code, out = run("tag")
-    assert [line.split()[0] for line in out.splitlines()] == ["checkpoint", "day1", "day2", "day3", "problem"]
+    assert [line.split()[0] for line in out.splitlines()] == ["incident-start", "last-good"]
+
+
+def test_production_debugging_refuses_a_store_that_holds_memories(tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    with engram.open(store, embedder="hashing") as mem:
+        mem.put(("users", "alice"), "prefs", {"theme": "dark"})
+    with pytest.raises(SystemExit, match="already holds memories"):
+        example.run(store, "hashing", echo=lambda line: None)
+    with engram.open(store, embedder="hashing") as mem:
+        assert len(mem.log()) == 2 and mem.count() == 1  # untouched
 
 
 def test_production_debugging_runs_as_a_script(tmp_path: Path) -> None:
@@ -203,5 +257,6 @@ def test_production_debugging_runs_as_a_script(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert FINAL in done.stdout and "accessibility error at problem / at day2       True / False" in done.stdout
+    assert "main after the fix: 148 memories, 0 open errors (105 commits)" in done.stdout
+    assert "at main@{3 days ago}: the last good state" in done.stdout and "#1e3a8a (10.4:1), 0 errors" in done.stdout
     assert (tmp_path / "store" / "engram.db").exists()

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from engram import clock
 from engram.errors import InvalidRefError
 
 _EXPR = re.compile(r"^(?P<base>[^~^@{}]*)(?:@\{(?P<time>[^{}]*)\})?(?P<nav>(?:[~^][0-9]*)*)$")
@@ -29,13 +30,15 @@ class RefExpr:
 
 
 def parse(expr: str) -> RefExpr:
-    """Parse ``HEAD``, ``main``, ``v1``, ``a1b2c3d``, ``HEAD~3``, ``main^2``, ``main@{2026-11-20T11:15:00Z}``."""
+    """Parse ``HEAD``, ``main``, ``v1``, ``a1b2c3d``, ``HEAD~3``, ``main^2``, ``main@{2026-11-20T11:15:00Z}``,
+    ``main@{yesterday}``, ``main@{3 days ago}``."""
     refuse_nul(expr, "ref expression")
     match = _EXPR.match(expr.strip())
     if match is None or (not match.group("base") and match.group("time") is None):
         raise InvalidRefError(
             f"cannot parse ref {expr!r}: use a branch, tag or commit id, optionally followed by "
-            "~N (N first parents back), ^N (N-th parent) or @{ISO time}, e.g. main@{2026-11-20T11:15:00Z}"
+            "~N (N first parents back), ^N (N-th parent) or @{time}, e.g. main@{2026-11-20T11:15:00Z} or "
+            "main@{3 days ago}"
         )
     steps: list[int] = []
     for op, digits in _NAV.findall(match.group("nav")):
@@ -52,14 +55,46 @@ def parse(expr: str) -> RefExpr:
     return RefExpr(match.group("base") or "HEAD", None if when is None else parse_time(when), tuple(steps))
 
 
+#: ``3 days ago``, ``2.days.ago``, ``1 hour ago``, ``90 minutes ago`` (git's approxidate forms engram reads).
+_RELATIVE = re.compile(r"^(?P<n>[0-9]{1,9})[ .]*(?P<unit>[a-z]+?)s?[ .]+ago$")
+_UNITS_MS = {
+    "second": 1000, "sec": 1000, "minute": 60_000, "min": 60_000, "hour": 3_600_000, "day": 86_400_000,
+    "week": 7 * 86_400_000, "month": 30 * 86_400_000, "year": 365 * 86_400_000,
+}  # fmt: skip
+_TIME_HELP = (
+    "use ISO 8601 (2026-11-20T11:15:00Z) or a relative time: now, yesterday, 3 days ago, 2.days.ago, "
+    "3 hours ago, 1 week ago"
+)
+
+
 def parse_time(text: str) -> int:
-    """Parse an ISO 8601 time (naive times are UTC) to UTC milliseconds."""
+    """Parse an ISO 8601 time (naive times are UTC) or a relative one (``yesterday``, ``3 days ago``,
+    ``2.days.ago``, ``now``; months are 30 days, years 365) to UTC milliseconds."""
     refuse_nul(text, "time")
+    cleaned = text.strip()
+    relative = _relative_ms(cleaned.lower())
+    if relative is not None:
+        return clock.now_ms() - relative
     try:
-        moment = datetime.fromisoformat(text.strip())
+        moment = datetime.fromisoformat(cleaned)
     except ValueError:
-        raise InvalidRefError(f"cannot parse time {text!r}: use ISO 8601, e.g. 2026-11-20T11:15:00Z") from None
+        raise InvalidRefError(f"cannot parse time {text!r}: {_TIME_HELP}") from None
     return datetime_ms(moment)
+
+
+def _relative_ms(text: str) -> int | None:
+    """How far back a relative time lies, in ms; None when ``text`` is not one."""
+    if text == "now":
+        return 0
+    if text == "yesterday":
+        return _UNITS_MS["day"]
+    match = _RELATIVE.match(text)
+    if match is None:
+        return None
+    unit = _UNITS_MS.get(match.group("unit"))
+    if unit is None:
+        raise InvalidRefError(f"unknown time unit {match.group('unit')!r} in {text!r}: {_TIME_HELP}")
+    return int(match.group("n")) * unit
 
 
 def datetime_ms(moment: datetime) -> int:

@@ -7,24 +7,37 @@ psycopg, redis, httpx) are translated at the backend boundary and never leak::
     ├── NotFoundError (LookupError)
     │   ├── RefNotFoundError          unknown branch, tag, commit or ref expression
     │   ├── ChunkNotFoundError        a chunk a ref points at is missing
-    │   └── ItemNotFoundError         no item at (namespace, key)
+    │   ├── ItemNotFoundError         no item at (namespace, key)
+    │   ├── ChannelNotFoundError      unknown channel or project, or one the caller may not see
+    │   ├── AgentNotFoundError        unknown agent (also an unknown @mention)
+    │   └── MessageNotFoundError      unknown message or note, or one the caller may not read
     ├── InvalidInputError (ValueError)
     │   ├── InvalidNamespaceError     empty namespace, empty or non-string label, "." in a label
     │   ├── InvalidKeyError           empty or non-string key
     │   ├── InvalidValueError         value is not a JSON object
     │   ├── InvalidRefError           malformed ref expression or branch/tag name
     │   ├── InvalidFilterError        unknown operator or malformed search filter
+    │   ├── InvalidChannelNameError   a channel, project or agent name breaks the name rules
+    │   ├── InvalidConfidenceError    a confidence outside 0..1
+    │   ├── ContentTooLargeError      a message or note over the configured size limit
     │   └── AmbiguousRefError         a short commit id that matches several commits
     ├── ConflictError                 a concurrent change or a merge the policy could not resolve
     │   ├── MergeConflictError        carries the conflicts (data) of a refused merge
-    │   └── RefExistsError            creating a branch or tag that exists
+    │   ├── RefExistsError            creating a branch or tag that exists
+    │   ├── ChannelExistsError        creating a channel, project or agent that exists
+    │   ├── ChannelArchivedError      writing to an archived channel
+    │   ├── StaleMemoryError          a writer's write at an item version that is no longer current
+    │   └── RunInFlightError          another process runs the memory writer on that target
     ├── ReadOnlyError                 writing through a read-only view
     ├── IntegrityError                a chunk whose bytes do not hash to its id; a corrupt store
     ├── AuthenticationError           no credentials, or credentials nobody issued (HTTP 401)
     ├── PermissionDeniedError         the caller lacks a scope or may not touch a namespace (HTTP 403)
+    │   ├── NotAMemberError           not a member of a channel, or lacking a capability in it
+    │   └── DirectMessageBlockedError the recipient's DM policy refuses the sender
     ├── StorageError                  the backend failed (I/O error, a corrupt or unexpected answer)
     │   └── UnavailableError          a dependency is down or overloaded: retry later (HTTP 503)
     ├── EmbedderError                 the embedding model failed or is unavailable
+    ├── WriterError                   the memory writer's model failed, timed out or broke the tool rules
     └── ConfigError                   bad store URL or settings
 """
 
@@ -156,3 +169,75 @@ class EmbedderError(EngramError):
 
 class ConfigError(EngramError):
     """A store URL or setting is invalid."""
+
+
+# ---------------------------------------------------------------------- channels (issue #13)
+# Each maps to HTTP by its base class: not found 404, invalid input 422, permission 403, conflict 409.
+
+
+class ChannelNotFoundError(NotFoundError):
+    """No channel (or project, or direct-message channel) by that name, or one the caller may not see."""
+
+
+class AgentNotFoundError(NotFoundError):
+    """No agent by that id is registered (also an ``@mention`` of an unknown agent)."""
+
+
+class MessageNotFoundError(NotFoundError):
+    """No message or note by that id, or one the caller may not read."""
+
+
+class InvalidChannelNameError(InvalidInputError):
+    """A channel, project or agent name breaks the name rules (lowercase, digits, hyphens; at most 80)."""
+
+
+class InvalidConfidenceError(InvalidInputError):
+    """A confidence is not a number between 0 and 1."""
+
+
+class ContentTooLargeError(InvalidInputError):
+    """A message or note is longer than the configured limit."""
+
+
+class NotAMemberError(PermissionDeniedError):
+    """The agent is not a member of the channel, or lacks the capability (send, invite, manage) it needs."""
+
+
+class DirectMessageBlockedError(PermissionDeniedError):
+    """The recipient's direct-message policy (closed, restricted, block list) refuses the sender."""
+
+
+class ChannelExistsError(ConflictError):
+    """A channel, project or agent with that name already exists."""
+
+
+class ChannelArchivedError(ConflictError):
+    """The channel is archived: it can be read and searched, not written."""
+
+
+class WriterError(EngramError):
+    """The memory writer (issue #14) could not run: its model failed or broke the rules of the tool loop.
+
+    Attributes:
+        outcome: the run outcome this error records (``model_error``, ``timeout``, ``policy_violation``).
+    """
+
+    def __init__(self, message: str, outcome: str = "model_error") -> None:
+        super().__init__(message)
+        self.outcome = outcome
+
+
+class StaleMemoryError(ConflictError):
+    """A memory writer wrote a memory item at a version that is no longer its current one (re-read it).
+
+    Attributes:
+        current_version: the item's version now (None: the item no longer exists).
+    """
+
+    def __init__(self, message: str, current_version: str | None) -> None:
+        super().__init__(message)
+        self.current_version = current_version
+
+
+class RunInFlightError(ConflictError):
+    """Another process holds the memory writer's lease on that target: one run in flight per target."""

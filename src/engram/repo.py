@@ -13,7 +13,7 @@ import random
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -223,12 +223,13 @@ class Repository:
             raise RefNotFoundError(f"tag {name!r} does not exist; tags: {self._names(TAGS)}")
         self.refs.delete(TAGS + name, current, actor=author, reason="tag: deleted")
 
-    def reset(self, branch: str, to: ChunkId, author: str = "") -> None:
-        """Point ``branch`` at commit ``to`` (the old head stays in the reflog)."""
+    def reset(self, branch: str, to: ChunkId, author: str = "", message: str | None = None) -> None:
+        """Point ``branch`` at commit ``to`` (the old head stays in the reflog, with ``message`` as the reason)."""
         self.commit(to)
+        reason = f"reset: to {to.hex()}" + (f": {message}" if message else "")
         while True:
             current = self.head(branch)
-            if self.refs.set(HEADS + branch, to, current, actor=author, reason=f"reset: to {to.hex()}"):
+            if self.refs.set(HEADS + branch, to, current, actor=author, reason=reason):
                 return
 
     # ---------------------------------------------------------------- writing
@@ -371,8 +372,8 @@ class Repository:
             )
             if result.conflicts:
                 raise MergeConflictError(
-                    f"merge into {branch!r} has {len(result.conflicts)} conflict(s); nothing was written. "
-                    "Choose a strategy: ours, theirs, newest, or a function.",
+                    f"merge into {branch!r} has {_conflicts(result.conflicts)}; nothing was written. "
+                    "Choose a strategy: ours, theirs or newest.",
                     result.conflicts,
                 )
             text = message or f"merge {source.hex()[:10]} into {branch}"
@@ -381,8 +382,12 @@ class Repository:
                 return new, decided
         raise ConflictError(f"branch {branch!r} kept moving during the merge; try again")
 
-    def revert(self, target: ChunkId, branch: str, *, resolve: Resolver | None, author: str) -> Commit:
-        """Undo the changes ``target`` made (relative to its first parent) with a new commit on ``branch``."""
+    def revert(
+        self, target: ChunkId, branch: str, *, resolve: Resolver | None, author: str, message: str | None = None
+    ) -> Commit:
+        """Undo the changes ``target`` made (relative to its first parent) with a new commit on ``branch``; when
+        the branch already lacks them (``target`` is not in its history, or was reverted), nothing is written
+        and the head is returned."""
         commit = self.commit(target)
         if not commit.parents:
             raise ConflictError("cannot revert the first commit of a repository")
@@ -392,11 +397,14 @@ class Repository:
             result = merge_trees(self.nodes, commit.tree, self.commit(head).tree, parent_tree, resolve)
             if result.conflicts:
                 raise MergeConflictError(
-                    f"reverting {commit.short_id} conflicts with {len(result.conflicts)} later change(s); "
-                    "nothing was written. Choose a strategy: ours, theirs, newest, or a function.",
+                    f"reverting {commit.short_id} conflicts with later changes ({_conflicts(result.conflicts)}); "
+                    "nothing was written. Choose a strategy: ours, theirs or newest.",
                     result.conflicts,
                 )
-            text = f"revert {commit.short_id}: {commit.message}"
+            current = self.commit(head)
+            if result.root == current.tree:  # the branch already lacks what ``target`` changed: no commit
+                return current
+            text = message or f"revert {commit.short_id}: {commit.message}"
             new = self.write_commit(result.root, (head,), author, text, {"reverts": target.hex()})
             if self.refs.set(HEADS + branch, new.id, head, actor=author, reason=text):
                 return new
@@ -490,3 +498,7 @@ def _recording(resolve: Resolver, decided: list[Conflict]) -> Resolver:
         return resolve(conflict)
 
     return record
+
+
+def _conflicts(found: Sequence[object]) -> str:
+    return "1 conflict" if len(found) == 1 else f"{len(found)} conflicts"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
+import engram
 from engram.ops.access import KeyRing
 from engram.server import ServerConfig, create_app
 
@@ -76,3 +77,26 @@ def test_every_door_renders_commits_and_items_in_one_shape(tmp_path: Path) -> No
         assert found["sources"] == ["m1"] and found["author"] == "alice"  # search results carry provenance too
         version = client.get("/v1/history", params={"namespace": "n", "key": "k"}).json()["versions"][0]
         assert version["commit"] == made and version["item"] == item
+
+
+def test_relative_times_read_the_past_over_http(tmp_path: Path) -> None:
+    """Issue #12: ``main@{3 days ago}`` works in every door, as in the library and the CLI."""
+    from datetime import UTC, datetime, timedelta
+
+    from engram import clock
+
+    store = str(tmp_path / "s")
+    with clock.simulated(datetime.now(UTC) - timedelta(days=4)) as sim:
+        memory = engram.open(store, embedder="hashing")
+        memory.put(("users", "alice"), "prefs", {"theme": "dark"})
+        sim.advance(days=2)
+        memory.put(("users", "alice"), "prefs", {"theme": "light"})
+        memory.close()
+    with TestClient(create_app(ServerConfig(store=store, embedder="hashing"))) as client:
+        params = {"namespace": "users.alice", "key": "prefs"}
+        then = client.get("/v1/items", params={**params, "at": "main@{3 days ago}"}).json()
+        assert then["value"] == {"theme": "dark"}
+        now = client.get("/v1/items", params={**params, "at": "main@{yesterday}"}).json()
+        assert now["value"] == {"theme": "light"}
+        bad = client.get("/v1/items", params={**params, "at": "main@{3 parsecs ago}"})
+        assert bad.status_code == 422 and "3 days ago" in bad.text

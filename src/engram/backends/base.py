@@ -8,19 +8,19 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
+from engram import clock
 from engram.errors import ChunkNotFoundError
 from engram.hashing import ChunkId, chunk_id
 
 
 def now_ms() -> int:
-    """Current UTC time in milliseconds since the epoch."""
-    return time.time_ns() // 1_000_000
+    """Current UTC time in milliseconds since the epoch (:mod:`engram.clock`'s: simulated inside a replay)."""
+    return clock.now_ms()
 
 
 class ChunkStore(ABC):

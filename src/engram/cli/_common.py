@@ -8,7 +8,8 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -16,11 +17,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from engram.errors import EngramError, MergeConflictError
+from engram.errors import ConfigError, EngramError, MergeConflictError
 from engram.objects import Commit
 from engram.store import Item, Memory
 from engram.store import open as open_store
-from engram.store.connect import checked_out
+from engram.store.connect import DB_NAME, DEFAULT_DIR, checked_out, local_file, tenant_url
 from engram.store.serialize import commit_json, conflict_json, item_json
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -30,19 +31,82 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def store_url(ctx: click.Context) -> str | None:
+    """The store the user named (``--store`` or ``ENGRAM_STORE``), or None."""
     found: str | None = ctx.find_root().params.get("store") or os.environ.get("ENGRAM_STORE")
     return found
 
 
-def store_of(ctx: click.Context) -> Memory:
+def discover(start: Path | None = None) -> Path | None:
+    """The nearest ``.engram`` store folder at or above ``start`` (default: the current folder), like git."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / DEFAULT_DIR
+        if (candidate / DB_NAME).is_file():
+            return candidate
+    return None
+
+
+#: What a command that needs a store says when there is none.
+NO_STORE = "no engram store here or in any parent folder (run `engram init` to create ./.engram, or pass --store)"
+
+
+def locate(ctx: click.Context, *, create: bool = False, here: bool = False) -> str | None:
+    """The store URL of this invocation (None: ``./.engram``), checked to exist unless it may be created.
+
+    ``--store``/``ENGRAM_STORE`` win; else the nearest ``.engram`` above the current folder. ``create``: a
+    store named explicitly may be created (writes); ``here``: ``./.engram`` may be created (``init``). With
+    ``--tenant T`` the URL is that tenant's store under the located one (the store ``engram serve`` writes
+    T's items to).
+    """
+    explicit = store_url(ctx)
+    url: str | None
+    if explicit is not None:
+        url = explicit
+        if not create and not _exists(url):
+            raise ConfigError(f"no engram store at {explicit} (create it with `engram --store {explicit} init`)")
+    else:
+        found = discover()
+        if found is None and not here:
+            raise ConfigError(NO_STORE)
+        url = None if found is None else str(found)
+    tenant: str | None = ctx.find_root().params.get("tenant")
+    if tenant:
+        url = tenant_url(url, tenant)
+        if not create and not _exists(url):
+            raise ConfigError(f"no store for tenant {tenant!r} at {url} (`engram tenants` lists them)")
+    return url
+
+
+def _exists(url: str | None) -> bool:
+    path = local_file(url)
+    return path is None or path.is_file()
+
+
+def store_of(ctx: click.Context, *, create: bool = False, here: bool = False) -> Memory:
+    """The store of this invocation, opened once (see :func:`locate` for ``create`` and ``here``)."""
     opts = ctx.find_root().params
     if "memory" not in ctx.obj:
-        url = store_url(ctx)
+        url = ctx.obj["url"] = locate(ctx, create=create, here=here)
         branch = opts.get("branch") or checked_out(url)
         ctx.obj["memory"] = open_store(url, branch=branch, embedder=opts.get("embedder"), redis=opts.get("redis"),
                                        vector_cache=vector_cache_of(ctx))  # fmt: skip
     memory: Memory = ctx.obj["memory"]
     return memory
+
+
+def served_store(ctx: click.Context) -> str | None:
+    """The store ``engram serve`` serves: the one named, else the nearest ``.engram`` above, else ``./.engram``
+    (created: ``make run`` starts on a fresh checkout)."""
+    if store_url(ctx) is not None:
+        return store_url(ctx)
+    found = discover()
+    return None if found is None else str(found)
+
+
+def opened_url(ctx: click.Context) -> str | None:
+    """The URL :func:`store_of` opened (None: ``./.engram``)."""
+    url: str | None = ctx.obj.get("url")
+    return url
 
 
 def friendly(fn: F) -> F:
@@ -83,6 +147,20 @@ def _print_conflicts(exc: MergeConflictError) -> None:
         err.print(f"  ... and {len(exc.conflicts) - MAX_CONFLICTS} more")
 
 
+#: ``--author`` and ``-m/--message`` of every command that writes (provenance of the commit or reflog entry).
+author_option = click.option("--author", help="Who makes this change (default: engram).")
+message_option = click.option("--message", "-m", help="Commit message (default: one describing the change).")
+
+
+def print_commit(commit: Commit, before: bytes, nothing: str) -> None:
+    """Print the commit a write made, or ``nothing`` (already escaped) when it made none (the head is
+    still ``before``): a no-op says so instead of showing the head as if it were new."""
+    if commit.id == before:
+        out.print(nothing)
+        return
+    out.print(f"[green]{commit.short_id}[/green] {escape(commit.message)}")
+
+
 def parse_json(text: str, what: str) -> Any:
     """``text`` parsed as JSON, else a usage error naming the argument or option (``what``)."""
     try:
@@ -101,7 +179,21 @@ def parse_ns(text: str) -> tuple[str, ...]:
 
 
 def when(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+    """An instant in the local time zone with its offset, like git: ``2026-11-20 12:15:00 +0100`` (JSON output
+    carries ISO 8601 instead)."""
+    return datetime.fromtimestamp(ms / 1000).astimezone().strftime("%Y-%m-%d %H:%M:%S %z")
+
+
+#: Values longer than this many characters are folded in diffs, history and search results (``--full``: never).
+FOLD = 160
+
+
+def shown(value: Any, fold: int | None = FOLD) -> str:
+    """A value as one line of compact JSON, folded past ``fold`` characters (None: never)."""
+    text = json.dumps(value, ensure_ascii=False)
+    if fold is None or len(text) <= fold:
+        return text
+    return f"{text[: fold - 1]}… ({len(text) - fold + 1:,} more characters)"
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 import click
 
-from engram.cli._common import err, friendly, loopback_only, store_of, store_url, vector_cache_of
+from engram.cli._common import err, friendly, locate, loopback_only, store_of, vector_cache_of
 from engram.mcp import KeyedAccess, build_server, http_url, serve_http, serve_stdio
 from engram.ops.access import KeyRing, default_keys_path
 from engram.ops.tenants import TenantPool, store_opener
@@ -42,7 +42,7 @@ def command(ctx: click.Context, transport: str, host: str, port: int, keys_file:
       engram mcp --transport http --port 8765    # clients connect to http://127.0.0.1:8765/mcp
     """
     if transport == "stdio":  # stdout carries the protocol: only stderr for people
-        memory = store_of(ctx)
+        memory = store_of(ctx, create=True)
         err.print(f"engram MCP server on stdio, branch {memory.branch}")
         try:
             anyio.run(serve_stdio, build_server(memory))
@@ -51,14 +51,14 @@ def command(ctx: click.Context, transport: str, host: str, port: int, keys_file:
         finally:
             memory.close()
         return
-    url = store_url(ctx)
+    url = locate(ctx, create=True)
     path = keys_file or default_keys_path(url)
     keyring = KeyRing(path) if path is not None else None
     if keyring is None or not keyring.keys():
         _serve_local(ctx, host, port)
         return
     opts = ctx.find_root().params
-    embedder = opts.get("embedder") or "minilm"
+    embedder = opts.get("embedder") or "auto"
     opener = store_opener(
         url, local=False, embedder=embedder, redis=opts.get("redis"), vector_cache=vector_cache_of(ctx)
     )
@@ -75,7 +75,7 @@ def command(ctx: click.Context, transport: str, host: str, port: int, keys_file:
 
 def _serve_local(ctx: click.Context, host: str, port: int) -> None:
     host = loopback_only(host)
-    memory = store_of(ctx)
+    memory = store_of(ctx, create=True)
     err.print(f"engram MCP server at {http_url(host, port)}, branch {memory.branch}, no API keys: local access only "
               "(Ctrl+C stops it)", soft_wrap=True)  # fmt: skip
     try:

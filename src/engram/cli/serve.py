@@ -7,7 +7,6 @@ is for local development: it binds to 127.0.0.1 only, whatever ``--host`` says, 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 import click
 from rich.markup import escape
 
-from engram.cli._common import err, friendly, loopback_only, out, vector_cache_of
+from engram.cli._common import err, friendly, loopback_only, out, served_store, vector_cache_of
 from engram.errors import ConfigError
 from engram.ops.access import SCOPES, KeyRing
 from engram.ops.tenants import MAX_OPEN
@@ -34,8 +33,8 @@ def _config(ctx: click.Context, keys_file: Path | None, max_body: int = MiB, **e
     opts = ctx.find_root().params
     return ServerConfig(
         **extra,
-        store=opts.get("store") or os.environ.get("ENGRAM_STORE"),
-        embedder=opts.get("embedder") or "minilm",
+        store=served_store(ctx),
+        embedder=opts.get("embedder") or "auto",
         keys_file=keys_file,
         max_body=max_body,
         branch=opts.get("branch") or "main",
@@ -54,19 +53,43 @@ def _config(ctx: click.Context, keys_file: Path | None, max_body: int = MiB, **e
 @click.option("--index-delay", default=0.2, show_default=True, type=click.FloatRange(0),
               help="Seconds after a write when the branch's search index is updated in the background.")  # fmt: skip
 @click.option("--no-background-index", is_flag=True, help="Update search indexes only when a search needs them.")
+@click.option(
+    "--writer",
+    "writer_extractor",
+    default="offline",
+    show_default=True,
+    help="The memory writer's extractor for /v1/conversations: offline, openai:<model>@<url>, or none.",
+)
+@click.option(
+    "--writer-interval",
+    default=2,
+    show_default=True,
+    type=click.IntRange(1, 50),
+    help="Completed assistant turns between memory-writer runs.",
+)
+@click.option(
+    "--writer-policy",
+    type=click.Choice(["auto", "review"]),
+    default="auto",
+    show_default=True,
+    help="auto: merge each writer run; review: leave its branch for approve/reject.",
+)
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["critical", "error", "warning", "info", "debug"]))  # fmt: skip
 @click.pass_context
 @friendly
 def serve(
     ctx: click.Context, host: str, port: int, keys_file: Path | None, max_body: int, max_tenants: int,
-    index_delay: float, no_background_index: bool, log_level: str,
+    index_delay: float, no_background_index: bool, writer_extractor: str, writer_interval: int, writer_policy: str,
+    log_level: str,
 ) -> None:  # fmt: skip
     """Serve the HTTP API: LangGraph's store routes, /v1 versioning routes, docs at /docs."""
     import uvicorn
 
     delay = None if no_background_index else index_delay
-    config = _config(ctx, keys_file, max_body, max_tenants=max_tenants, index_delay=delay)
+    extractor = None if writer_extractor == "none" else writer_extractor
+    config = _config(ctx, keys_file, max_body, max_tenants=max_tenants, index_delay=delay, writer_extractor=extractor,
+                     writer_interval=writer_interval, writer_policy=writer_policy)  # fmt: skip
     app = create_app(config)
     app.state.engram.tenants.probe()  # open the store now: a bad --store fails here, with one line
     local: bool = app.state.engram.local

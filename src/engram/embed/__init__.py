@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from engram.embed.base import Embedder, Vectors, normalize_rows
+from engram.embed.base import Embedder, EmbedderMismatchError, Vectors, embedder_spec, normalize_rows
 from engram.embed.hashing import HashingEmbedder
 from engram.embed.minilm import MiniLMEmbedder
 from engram.embed.openai import OpenAIEmbedder
@@ -23,12 +23,14 @@ from engram.errors import ConfigError
 
 __all__ = [
     "Embedder",
+    "EmbedderMismatchError",
     "HashingEmbedder",
     "MiniLMEmbedder",
     "OpenAIEmbedder",
     "Vectors",
     "default_embedder",
     "embedder_from_spec",
+    "embedder_spec",
     "normalize_rows",
 ]
 

@@ -77,3 +77,28 @@ def require_positive(name: str, value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"{name} must be a positive integer, got {value!r}")
     return value
+
+
+def embedder_spec(embedder: Embedder) -> str:
+    """The short spec that makes ``embedder`` again (``minilm``, ``hashing:64``, ``openai:<model>@<url>``), or its
+    ``model_id`` when it has none (a custom embedder, or model files given by path)."""
+    spec = getattr(embedder, "spec", None)
+    return spec if isinstance(spec, str) and spec else embedder.model_id
+
+
+class EmbedderMismatchError(ConfigError):
+    """A store indexed with one embedder was opened with another: its vectors would not compare.
+
+    Attributes:
+        recorded: the spec of the embedder the store records (``model_id`` when it has no spec).
+        given: the spec of the embedder asked for.
+    """
+
+    def __init__(self, recorded: str, given: str) -> None:
+        super().__init__(
+            f"this store was indexed with {recorded!r}, not {given!r}: pass --embedder {recorded} "
+            f"(embedder={recorded!r}), or re-embed every item with `engram reindex --embedder {given}` "
+            f"(Memory.reindex(embedder={given!r}))"
+        )
+        self.recorded = recorded
+        self.given = given

@@ -55,6 +55,11 @@ class HashingEmbedder:
         return f"hashing-v{SCHEME_VERSION}-{self._dim}"
 
     @property
+    def spec(self) -> str:
+        """``hashing``, or ``hashing:<dim>`` for another size (see :func:`~engram.embed.embedder_from_spec`)."""
+        return "hashing" if self._dim == 384 else f"hashing:{self._dim}"
+
+    @property
     def dim(self) -> int:
         """The vector length."""
         return self._dim

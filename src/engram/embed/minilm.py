@@ -110,6 +110,11 @@ class MiniLMEmbedder:
         return self._model_id
 
     @property
+    def spec(self) -> str | None:
+        """``minilm`` for the packaged files; None for files given by path (no spec makes those)."""
+        return "minilm" if self._model_id == MODEL_ID else None
+
+    @property
     def dim(self) -> int:
         """384."""
         return DIM

@@ -88,11 +88,17 @@ class OpenAIEmbedder:
         self._client = client if client is not None else httpx.Client(timeout=timeout)
         host = parts.hostname + (f":{port}" if port else "")
         self._model_id = f"openai:{model}@{host}"
+        self._spec = f"openai:{model}@{base_url}"
 
     @property
     def model_id(self) -> str:
         """``openai:<model>@<host[:port]>``."""
         return self._model_id
+
+    @property
+    def spec(self) -> str:
+        """``openai:<model>@<base_url>`` (the API key is not part of it)."""
+        return self._spec
 
     @property
     def dim(self) -> int:

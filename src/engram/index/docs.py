@@ -7,6 +7,7 @@ empty tree); it is never the source of truth.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -23,14 +24,23 @@ from engram.errors import EmbedderError
 from engram.hashing import ChunkId
 from engram.index import snapshot
 from engram.index import text as analysis
+from engram.index.ann import Graph
 from engram.index.cache import MemoryVectorCache, QueryVectors, VectorCache, embed_through, text_hash
 from engram.index.keyword import KeywordIndex
 from engram.index.paths import document_text
 from engram.index.vector import VectorIndex
 from engram.objects import Record, decode_record
-from engram.tree import NodeStore, diff_trees, empty_tree
+from engram.tree import NodeStore, count, diff_trees, empty_tree
 
 NEVER = np.iinfo(np.int64).max
+#: After applying this many changes at once, documents and postings are packed into arrays.
+PACK_AFTER = 10_000
+#: Vectors read from the vector cache at once.
+CACHE_STEP = 16_384
+#: Texts embedded between two progress reports (and two writes to the vector cache).
+EMBED_STEP = 256
+#: A progress callback taking ``(phase, done, total)``; phases are ``"index"`` and ``"embed"``.
+Phases = Callable[[str, int, int], None]
 
 
 @dataclass(slots=True)
@@ -109,6 +119,17 @@ class DocList:
         b = self._blobs
         return _piece(b["keys"], b["key_ends"], slot), _piece(b["data"], b["data_ends"], slot)
 
+    def pack(self, alive: npt.NDArray[np.bool_]) -> None:
+        """Keep every live document as its encoded bytes only (decoded again when read): a decoded document
+        costs ~20x its bytes in Python objects."""
+        n = len(self._docs)
+        raws = [self.raw(s) if alive[s] else (b"", b"") for s in range(n)]
+        keys, key_ends = _packed([k for k, _ in raws])
+        data, data_ends = _packed([d for _, d in raws])
+        self._blobs = {"keys": keys, "key_ends": key_ends, "data": data, "data_ends": data_ends}
+        self._docs = [None] * n
+        self._unread = np.array(alive[:n], dtype=bool)
+
     @classmethod
     def restore(cls, fields: Sequence[str], blobs: dict[str, npt.NDArray[Any]]) -> DocList:
         """Documents of a snapshot, every one unread."""
@@ -179,22 +200,38 @@ class DocIndex:
     def __len__(self) -> int:
         return len(self.slot_of)
 
-    def sync(self, root: ChunkId, progress: Callable[[int], None] | None = None) -> None:
+    def sync(self, root: ChunkId, progress: Callable[[int], None] | None = None, phases: Phases | None = None) -> None:
         """Make the index reflect ``root`` by applying the diff from the root it reflects.
 
-        ``progress`` is called with the number of documents handled since its last call.
+        ``progress`` is called with the number of documents handled since its last call; ``phases`` with
+        ``(phase, done, total)``: ``"index"`` while documents are read and tokenised, then ``"embed"``
+        while their vectors are found in the cache or embedded.
         """
         with self.lock:
             if root == self.root:
                 return
             old = self.root if self.root is not None else empty_tree(self.nodes)
-            self.apply(((c.key, c.new) for c in diff_trees(self.nodes, old, root)), progress)
+            total = abs(count(self.nodes, root) - count(self.nodes, old))
+            done = 0
+
+            def step(n: int) -> None:
+                nonlocal done
+                done += n
+                if progress is not None:
+                    progress(n)
+                if phases is not None:
+                    phases("index", done, max(total, done))
+
+            self.apply(((c.key, c.new) for c in diff_trees(self.nodes, old, root)), step, phases)
             self.root = root
             if self.keyword.dead_ratio() > 0.5 and len(self.slot_of) > 1000:
                 self._rebuild()
 
     def apply(
-        self, changes: Iterable[tuple[bytes, bytes | None]], progress: Callable[[int], None] | None = None
+        self,
+        changes: Iterable[tuple[bytes, bytes | None]],
+        progress: Callable[[int], None] | None = None,
+        phases: Phases | None = None,
     ) -> None:
         """Apply (key, new tree value or None) changes, then embed what lacks a vector."""
         with self.lock:
@@ -211,7 +248,10 @@ class DocIndex:
                     progress(1000)
             if progress is not None and done % 1000:
                 progress(done % 1000)
-            self.embed_pending()
+            if done >= PACK_AFTER:
+                self.docs.pack(self.alive)
+                self.keyword.freeze()
+            self.embed_pending(phases)
 
     def _add(self, doc: Doc) -> None:
         slot = len(self.docs)
@@ -253,12 +293,22 @@ class DocIndex:
             self.vectors.clear(slot)
 
     def _rebuild(self) -> None:
-        live = [self.docs[s] for s in np.flatnonzero(self.alive[: self.size]).tolist()]
+        """Renumber live documents densely (postings rebuilt; vectors, and their graph, moved along)."""
+        alive = np.flatnonzero(self.alive[: self.size])
+        live = [self.docs[s] for s in alive.tolist()]
+        new_slot = np.full(self.size, -1, dtype=np.int64)
+        new_slot[alive] = np.arange(len(alive))
+        vectors, pending = self.vectors, self.pending
         embedder, cache, fields, root, unsaved = self.embedder, self.cache, self.fields, self.root, self.unsaved
         self.__init__(self.nodes, fields=fields, embedder=embedder, cache=cache)  # type: ignore[misc]
         for doc in live:
             assert doc is not None
             self._add(doc)
+        if vectors is not None:
+            vectors.renumber(new_slot)
+            self.vectors = vectors
+            self.pending = {int(new_slot[s]) for s in pending if new_slot[s] >= 0}
+            self.pending |= set(np.flatnonzero(self.indexed[: self.size] & ~vectors.present_below(self.size)).tolist())
         self.embed_pending()
         self.root, self.unsaved = root, unsaved
 
@@ -274,31 +324,45 @@ class DocIndex:
             raise EmbedderError("no embedder is configured")
         return self._queries.get(self.embedder, text)
 
-    def embed_pending(self) -> None:
-        """Give every indexed slot a vector; on embedder failure keep them pending and say why."""
+    def embed_pending(self, phases: Phases | None = None) -> None:
+        """Give every indexed slot a vector; on embedder failure keep them pending and say why.
+
+        ``phases`` gets ``("embed", done, total)``: vectors found in the cache count at once, the rest as
+        each batch is embedded.
+        """
         if self.vectors is None or not self.pending:
             return
         assert self.embedder is not None
         slots = np.array(sorted(self.pending), dtype=np.int64)
-        hashes = [h.tobytes() for h in self.hashes[slots]]
-        found = self.cache.get_many(self.embedder.model_id, set(hashes))
-        have = np.array([h in found for h in hashes], dtype=bool)
-        if have.any():
-            joined = b"".join([found[h] for h, ok in zip(hashes, have, strict=True) if ok])
-            self.vectors.set_many(slots[have], np.frombuffer(joined, dtype=np.float32).reshape(-1, self.vectors.dim))
-            self.pending.difference_update(slots[have].tolist())
-        missing = slots[~have].tolist()
-        if not missing:
-            self.vector_error = None
-            return
-        texts = [doc.text if (doc := self.docs[s]) is not None else "" for s in missing]
-        try:
-            vectors = self.vectors_for(texts)
-        except EmbedderError as exc:
-            self.vector_error = str(exc)
-            return
-        self.vectors.set_many(np.array(missing, dtype=np.int64), np.stack(vectors))
-        self.pending.clear()
+        total = len(slots)
+        have = np.zeros(total, dtype=bool)
+        for lo in range(0, total, CACHE_STEP):  # in steps: never hold every cached vector as bytes at once
+            part = slots[lo : lo + CACHE_STEP]
+            hashes = [h.tobytes() for h in self.hashes[part]]
+            found = self.cache.get_many(self.embedder.model_id, set(hashes))
+            hit = np.array([h in found for h in hashes], dtype=bool)
+            if hit.any():
+                joined = b"".join([found[h] for h, ok in zip(hashes, hit, strict=True) if ok])
+                self.vectors.set_many(part[hit], np.frombuffer(joined, dtype=np.float32).reshape(-1, self.vectors.dim))
+                self.pending.difference_update(part[hit].tolist())
+            have[lo : lo + CACHE_STEP] = hit
+        missing = slots[~have]
+        done = total - len(missing)
+        if phases is not None:
+            phases("embed", done, total)
+        for lo in range(0, len(missing), EMBED_STEP):
+            part = missing[lo : lo + EMBED_STEP]
+            texts = [doc.text if (doc := self.docs[s]) is not None else "" for s in part.tolist()]
+            try:
+                vectors = self.vectors_for(texts)
+            except EmbedderError as exc:
+                self.vector_error = str(exc)
+                return
+            self.vectors.set_many(part, np.stack(vectors))
+            self.pending.difference_update(part.tolist())
+            done += len(part)
+            if phases is not None:
+                phases("embed", done, total)
         self.vector_error = None
 
     def namespace_mask(self, prefix: Sequence[str]) -> npt.NDArray[np.bool_]:
@@ -346,9 +410,18 @@ class DocIndex:
                 "hashes": self.hashes[live],
                 **postings,
             }
-            if self.vectors is not None and self.vectors.centroids is not None:
-                arrays["centroids"] = self.vectors.centroids
+            graph = None
+            if self.vectors is not None:
+                graph = path.with_name(f"{path.name}.{os.urandom(6).hex()}.hnsw")
+                slots = self.vectors.save_graph(graph, new_slot)
+                if slots is None:
+                    graph = None
+                else:
+                    meta["graph"], arrays["graph_slots"] = graph.name, slots
             snapshot.write(path, meta, arrays)
+            for old in path.parent.glob(f"{path.name}.*.hnsw"):  # graphs of earlier saves
+                if old != graph:
+                    old.unlink(missing_ok=True)
             self.unsaved = 0
 
     @classmethod
@@ -388,8 +461,10 @@ class DocIndex:
         except (KeyError, ValueError, TypeError):
             return None
         if index.vectors is not None:
-            if "centroids" in arrays:
-                index.vectors.kept = np.array(arrays["centroids"], dtype=np.float32)
-            index.pending = set(np.flatnonzero(index.indexed).tolist())
+            graph = Graph.open(path.parent / str(meta["graph"]), index.vectors.dim) if "graph" in meta else None
+            if graph is not None:
+                index.vectors.load_graph(graph, arrays["graph_slots"])
+            missing = index.indexed & ~index.vectors.present_below(n)
+            index.pending = set(np.flatnonzero(missing).tolist())
             index.embed_pending()
         return index

@@ -99,13 +99,31 @@ class _Corpus:
                 extra[hit] += bm25(tf[hit], overlay.lengths[hit], self.stats.idf(term), self.stats.avgdl)
         return np.concatenate([head, extra])
 
-    def cosine(self, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    def cosine(
+        self, query: npt.NDArray[np.float32], eligible: npt.NDArray[np.bool_], want: int, bm25: npt.NDArray[Any] | None
+    ) -> tuple[npt.NDArray[np.float32], bool]:
+        """Cosine of every position (exact for the best keyword matches too), and whether it is exact for
+        every eligible position (see :meth:`VectorIndex.search`)."""
         vectors = self.index.vectors
         assert vectors is not None
-        head = vectors.scores(query, self.n)
+        n = self.n
+        extra = None
+        if bm25 is not None and vectors.approximate:
+            matched = np.flatnonzero((bm25[:n] > 0) & eligible[:n])
+            if len(matched) > KEYWORD_EXACT:
+                matched = matched[np.argpartition(-bm25[matched], KEYWORD_EXACT - 1)[:KEYWORD_EXACT]]
+            extra = matched.astype(np.int64)
+        head, complete = vectors.search(query, n, eligible[:n], want, extra)
         if self.overlay is None:
-            return head
-        return np.concatenate([head, np.asarray(self.overlay.vectors(self.index) @ query, dtype=np.float32)])
+            return head, complete
+        past = np.asarray(self.overlay.vectors(self.index) @ query, dtype=np.float32)
+        return np.concatenate([head, past]), complete
+
+
+#: Nearest vectors asked of the graph per query, at least (twice the page when that is more).
+NEAREST_MIN = 32
+#: In a hybrid search over the graph, the best keyword matches get their exact cosine too.
+KEYWORD_EXACT = 256
 
 
 def run(index: DocIndex, request: Request, now_ms: int, overlay: Overlay | None = None) -> Hits:
@@ -130,17 +148,27 @@ def run(index: DocIndex, request: Request, now_ms: int, overlay: Overlay | None 
             embed=lambda: index.query_vector(text),
         )
         terms = analysis.terms(text)
-        signals = Signals(
-            corpus.candidates & corpus.indexed,
-            corpus.updated,
-            corpus.confidence,
-            bm25=corpus.keyword(terms) if plan.mode != "semantic" else None,
-            cosine=corpus.cosine(plan.vector) if plan.vector is not None else None,
-            ideal=bm25_index.ideal(corpus.stats.idf(term) for term in dict.fromkeys(terms)),
-        )
+        eligible = corpus.candidates & corpus.indexed
+        bm25 = corpus.keyword(terms) if plan.mode != "semantic" else None
         model = index.embedder.model_id if index.embedder is not None and plan.vector is not None else None
-        ranking = rank(signals, plan.mode, request.profile, now_ms, request.min_score, embedder=model)
-        chosen = select(ranking.order(corpus.key, want), request.offset, request.limit, admit)
+        reach = max(2 * want, NEAREST_MIN)
+        while True:
+            cosine, complete = (
+                corpus.cosine(plan.vector, eligible, reach, bm25) if plan.vector is not None else (None, True)
+            )
+            signals = Signals(
+                eligible,
+                corpus.updated,
+                corpus.confidence,
+                bm25=bm25,
+                cosine=cosine,
+                ideal=bm25_index.ideal(corpus.stats.idf(term) for term in dict.fromkeys(terms)),
+            )
+            ranking = rank(signals, plan.mode, request.profile, now_ms, request.min_score, embedder=model)
+            chosen = select(ranking.order(corpus.key, want), request.offset, request.limit, admit)
+            if complete or len(chosen) >= request.limit:
+                break
+            reach *= 8  # the filter rejected most of the nearest vectors the graph gave: ask for more
         hits = []
         for i in chosen:
             doc = corpus.doc(i)

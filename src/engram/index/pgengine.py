@@ -1,49 +1,59 @@
 """The PostgreSQL search engine: each branch head's index in tables, moved in the ref-move transaction.
 
 ``engram_docs`` holds one row per item of an indexed branch head: its encoded record, its value as
-JSONB (filters), its analysed terms (a ``tsvector`` with a GIN index selects keyword candidates;
-parallel arrays of terms and frequencies feed BM25), and its embedding (pgvector, with an HNSW index per
-dimension). ``engram_index_terms`` keeps document frequencies and ``engram_index_heads`` the root
-each branch's rows reflect, with the corpus size and length.
+JSONB (filters), its analysed terms as parallel arrays of terms and frequencies (BM25), its length,
+confidence and ``updated_at``. ``engram_postings`` holds one row per (term, item) with the term's
+*impact*: BM25's term weight without idf at the branch's reference average length, so a query reads
+each of its terms' postings best first and stops early (:mod:`engram.index.pgquery`).
+``engram_doc_vectors`` holds the embeddings (pgvector, with an HNSW index per dimension),
+``engram_index_terms`` the document frequencies and ``engram_index_heads`` the root each branch's
+rows reflect, with the corpus size and length.
 
 Maintenance: :meth:`PgEngine.apply` runs inside the transaction that moves a branch ref (see
 :class:`~engram.backends.postgres.PostgresRefStore`), applying the diff between the root the rows
-reflect and the new head, so the index and the branch never disagree. A branch is indexed from its
-first search on.
+reflect and the new head, so the index and the branch never disagree. The documents and their
+embeddings are prepared before (:meth:`PgEngine.prepare`, no lock held). A branch is indexed from its
+first search on, or from :meth:`PgEngine.ensure` (``Memory.update_index``).
 
-Search: SQL selects the candidates (rows sharing a query term, and the nearest vectors) with their term
-frequencies, lengths, cosines, confidences and ``updated_at``; BM25 (:func:`engram.index.keyword.bm25`)
-and everything after it (:func:`engram.index.ranking.rank`: fusion, profiles, ``min_score``, ties,
-paging, explain) run in Python, the same code as the in-process engine, so both return the same items
-with the same scores. A filter arrives as a parameterized SQL pre-filter (a superset, built by the
-memory API) plus the exact predicate, which runs on the records of the ranked rows.
+Search: :class:`~engram.index.pgquery.PgQuery` reads candidates and their raw signals in SQL; BM25
+(:func:`engram.index.keyword.bm25`) and everything after it (:func:`engram.index.ranking.rank`) run in
+Python, the same code as the in-process engine, so both give an item the same score. A search in the
+past (:meth:`PgEngine.past`) scores the head rows minus the items that differ, plus their past versions.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from engram import codec
 from engram.backends.postgres import PostgresDatabase, ensure_schema
 from engram.embed.base import Embedder
 from engram.errors import EmbedderError, InvalidInputError, StorageError
 from engram.hashing import ChunkId
-from engram.index import keyword
-from engram.index import text as analysis
-from engram.index.cache import QueryVectors, VectorCache, embed_through
-from engram.index.docs import Doc, confidence_of, make_doc
+from engram.index.cache import (
+    EMBED_BATCH,
+    PostgresVectorCache,
+    QueryVectors,
+    VectorCache,
+    as_array,
+    as_blobs,
+    embed_through,
+    text_hash,
+)
+from engram.index.docs import Doc, make_doc
+from engram.index.pgquery import PastOverlay, PgQuery
+from engram.index.pgrows import counts_of, vector_text
 from engram.index.pgschema import SEARCH_MIGRATIONS
-from engram.index.ranking import Hit, Hits, Request, Signals, plan_mode, rank, select
-from engram.index.vector import ANN_MIN
-from engram.objects import Record, decode_record
+from engram.index.pgsettle import Settler
+from engram.index.pgwrite import Head, Plan, lag, write
+from engram.index.ranking import Hits, Request
 from engram.repo import HEADS, Repository
 from engram.tree import diff_trees, empty_tree
 
@@ -53,64 +63,32 @@ _log = logging.getLogger(__name__)
 PreFilter = tuple[str, dict[str, Any]]
 
 
-#: Rows written at once after which the tables are analysed (bulk loads change the right query plans).
-ANALYZE_AFTER = 5_000
-#: Rows scored by the vector index per query once a branch is large enough for HNSW.
-ANN_CANDIDATES = 400
-_SEP = "\x1f"  # between namespace labels in ns_path (labels cannot contain control characters)
+#: Below this many items a branch's vectors are scanned exactly; from it on, through the HNSW index.
+EXACT_BELOW = 5_000
+#: The HNSW index holds the vectors of every repository and branch of the database: a branch that is a small
+#: share of it (under 1/SHARED_SHARE) pays an iterative scan through the others' vectors, so up to
+#: SHARED_EXACT items it is scanned exactly instead.
+SHARED_SHARE = 5
+SHARED_EXACT = 30_000
+#: A search in the past scores the items that differ from the head as an overlay while at most this many
+#: (or this share of the branch) differ; beyond, it runs in process on an index built for that version.
+OVERLAY_MIN = 2_000
+OVERLAY_SHARE = 0.05
+#: Overlays kept per engine (keyed by head root and past root).
+OVERLAYS = 8
+
+#: A searchable row without a vector in either vector table (over ``engram_docs d``).
+_NO_VECTOR = (
+    "NOT EXISTS (SELECT 1 FROM engram_doc_vectors v WHERE v.repo = d.repo AND v.branch = d.branch AND v.key = d.key) "
+    "AND NOT EXISTS (SELECT 1 FROM engram_doc_vectors_fresh v WHERE v.repo = d.repo AND v.branch = d.branch "
+    "AND v.key = d.key)"
+)
+_HEAD = "SELECT root, model, fields, docs, length, ref_avgdl, vector_pending FROM engram_index_heads "
 
 
 def has_pgvector(db: PostgresDatabase) -> bool:
     """True when the server can create (or already has) the ``vector`` extension."""
     return bool(db.run("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"))
-
-
-def _ns_path(namespace: Iterable[str]) -> str:
-    return "".join(label + _SEP for label in namespace)
-
-
-def _like_prefix(namespace: Iterable[str]) -> str:
-    raw = _ns_path(namespace)
-    return raw.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-
-
-def _lexeme(term: str) -> str:
-    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
-
-
-def _tsquery(terms: Iterable[str]) -> str:
-    """A ``tsquery`` matching any of these lexemes."""
-    return " | ".join(_lexeme(t) for t in dict.fromkeys(terms))
-
-
-def _tsvector(terms: Iterable[str]) -> str:
-    """A ``tsvector`` literal of these lexemes exactly (no parser, no stemming: they are engram's terms)."""
-    return " ".join(_lexeme(t) for t in terms)
-
-
-def _jsonb_text(value: dict[str, Any]) -> str:
-    """An item value as JSON that PostgreSQL's JSONB accepts, for the filter pre-filter.
-
-    JSONB cannot hold U+0000, which engram refuses on input, but a record written before that rule may
-    have it: such strings lose it here, and object keys holding it are left out (no filter can name
-    them), so one old record can never make a search fail. The record itself is untouched.
-    """
-    text = json.dumps(value)
-    return text if "\\u0000" not in text else json.dumps(_without_nul(value))
-
-
-def _without_nul(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.replace("\x00", "")
-    if isinstance(value, dict):
-        return {k: _without_nul(v) for k, v in value.items() if "\x00" not in k}
-    if isinstance(value, list):
-        return [_without_nul(v) for v in value]
-    return value
-
-
-def _vector_text(vector: npt.NDArray[np.float32]) -> str:
-    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
 
 
 class PgEngine:
@@ -124,8 +102,11 @@ class PgEngine:
         embedder: Embedder | None,
         fields: tuple[str, ...],
         cache: VectorCache,
+        exact_below: int = EXACT_BELOW,
     ) -> None:
         self.db = db
+        #: Branches with fewer items than this scan their vectors exactly (no HNSW approximation).
+        self.exact_below = exact_below
         self.repo = repo
         self.embedder = embedder
         self.fields = fields
@@ -133,6 +114,16 @@ class PgEngine:
         self.model = embedder.model_id if embedder is not None else ""
         self.config = json.dumps(list(fields))
         self._queries = QueryVectors()
+        #: Branches known to be indexed here (their writes plan from the old head without asking first).
+        self._indexed: set[str] = set()
+        self._overlays: OrderedDict[tuple[bytes, bytes], PastOverlay | None] = OrderedDict()
+        self._lock = threading.Lock()
+        #: New vector-cache rows go in the index write's transaction when the cache is in the same database.
+        self._cache_in_transaction = (
+            isinstance(cache, PostgresVectorCache) and cache.db.url == db.url and cache.db.repo == db.repo
+        )
+        #: Moves the vectors commits write into the HNSW index, in the background.
+        self.settler = Settler(db)
         ensure_schema(db.url, SEARCH_MIGRATIONS)
         if embedder is not None:
             dim = int(embedder.dim)
@@ -143,155 +134,124 @@ class PgEngine:
 
     # ------------------------------------------------------------------ maintenance
 
-    def prepare(self, name: str, old: ChunkId | None, new: ChunkId | None) -> _Plan | None:
-        """Before a branch moves (no lock held): the rows its index will need, if it is indexed."""
-        head = self.db.run(
-            "SELECT root, model, fields FROM engram_index_heads WHERE repo = %s AND branch = %s",
-            (self.db.repo, name[len(HEADS) :]),
-        )
-        if not head or new is None or (head[0][1], head[0][2]) != (self.model, self.config):
+    def prepare(self, name: str, old: ChunkId | None, new: ChunkId | None) -> Plan | None:
+        """Before a branch moves (no lock held): the rows its index will need, if it is indexed, with their
+        embeddings. The index of a branch follows its head, so the plan starts from the old head's tree."""
+        branch = name[len(HEADS) :]
+        if new is None:
             return None
-        return self._plan(bytes(head[0][0]), self.repo.commit(new).tree)
+        base: bytes | None = None
+        if branch in self._indexed and old is not None:
+            base = self.repo.commit(old).tree
+        else:
+            head = self.db.run(_HEAD + "WHERE repo = %s AND branch = %s", (self.db.repo, branch))
+            if not head or (head[0][1], head[0][2]) != (self.model, self.config):
+                return None
+            base = bytes(head[0][0])
+        return self._plan(base, self.repo.commit(new).tree)
 
-    def apply(self, conn: Any, name: str, old: ChunkId | None, new: ChunkId | None, prepared: _Plan | None) -> None:
+    def apply(self, conn: Any, name: str, old: ChunkId | None, new: ChunkId | None, prepared: Plan | None) -> None:
         """Inside the ref-move transaction: bring the moved branch's rows to its new head."""
         branch = name[len(HEADS) :]
-        head = conn.execute(
-            "SELECT root, model, fields FROM engram_index_heads WHERE repo = %s AND branch = %s FOR UPDATE",
-            (self.db.repo, branch),
-        ).fetchone()
-        if head is None:
+        row = conn.execute(_HEAD + "WHERE repo = %s AND branch = %s FOR UPDATE", (self.db.repo, branch)).fetchone()
+        if row is None:
+            self._indexed.discard(branch)
             return  # not indexed (yet): its first search builds it
         if new is None:
+            self._indexed.discard(branch)
             self._drop(conn, branch)
             return
-        if (head[1], head[2]) != (self.model, self.config):
+        if (row[1], row[2]) != (self.model, self.config):
             return  # another configuration's index: its owner re-syncs from the root it recorded
+        head = Head(bytes(row[0]), int(row[3]), int(row[4]), float(row[5]))
         root = self.repo.commit(new).tree
-        if prepared is None or prepared.base != bytes(head[0]) or prepared.target != root:
-            prepared = self._plan(bytes(head[0]), root)  # the index moved meanwhile: plan again
-        self._write(conn, branch, prepared)
+        if prepared is None or prepared.base != head.root or prepared.target != root:
+            prepared = self._plan(head.root, root, embed=False)  # the index moved meanwhile: plan again
+        write(conn, self.db.repo, branch, prepared, head, model=self.model)
+        self._indexed.add(branch)
+        self.settler.wrote(len(prepared.added))
 
     def _drop(self, conn: Any, branch: str) -> None:
-        for table in ("engram_docs", "engram_doc_vectors", "engram_index_terms", "engram_index_heads"):
+        for table in (
+            "engram_docs",
+            "engram_doc_vectors",
+            "engram_doc_vectors_fresh",
+            "engram_postings",
+            "engram_index_terms",
+            "engram_index_heads",
+        ):
             conn.execute(f"DELETE FROM {table} WHERE repo = %s AND branch = %s", (self.db.repo, branch))
 
-    def _plan(self, base: ChunkId, target: ChunkId) -> _Plan:
-        """What diff(base, target) does to the rows: keys to remove, documents (and vectors) to add."""
-        plan = _Plan(base, target)
+    def _plan(self, base: ChunkId, target: ChunkId, *, embed: bool = True) -> Plan:
+        """What diff(base, target) does to the rows: keys to remove, documents (and vectors) to add.
+
+        ``embed=False`` (under a lock) takes vectors from the cache only; the others are left pending.
+        """
+        plan = Plan(base, target)
         if base != target:
             for change in diff_trees(self.repo.nodes, base, target):
                 if change.old is not None:
                     plan.removed.append(change.key)
                 if change.new is not None:
                     plan.added.append(make_doc(change.key, change.new, self.fields))
-            plan.vectors, plan.error = self._vectors(plan.added)
+            plan.vectors, plan.error = self._vectors(plan.added, embed, plan.cached)
+            if self.embedder is not None and plan.error is None:
+                plan.pending = sum(1 for d, v in zip(plan.added, plan.vectors, strict=True) if d.indexed and v is None)
         return plan
 
-    def _write(self, conn: Any, branch: str, plan: _Plan, progress: Callable[[int], None] | None = None) -> None:
-        """Apply a plan to the branch's rows, term frequencies and head, on ``conn``."""
-        if plan.base == plan.target:
-            return
-        repo = self.db.repo
-        df: Counter[str] = Counter()
-        docs = length = 0
-        if plan.removed:
-            rows = conn.execute(
-                "DELETE FROM engram_docs WHERE repo = %s AND branch = %s AND key = ANY(%s) "
-                "RETURNING term_list, length, indexed",
-                (repo, branch, plan.removed),
-            ).fetchall()
-            for term_list, size, indexed in rows:
-                if indexed:
-                    docs -= 1
-                    length -= size
-                    df.subtract(term_list)
-            conn.execute(
-                "DELETE FROM engram_doc_vectors WHERE repo = %s AND branch = %s AND key = ANY(%s)",
-                (repo, branch, plan.removed),
-            )
-        batch: list[tuple[Any, ...]] = []
-        vectors: list[tuple[Any, ...]] = []
-        for doc, vector in zip(plan.added, plan.vectors, strict=True):
-            counts = Counter(t for t in doc.terms if "\x00" not in t) if doc.indexed else Counter()
-            if doc.indexed:
-                docs += 1
-                length += len(doc.terms)
-                df.update(counts.keys())
-            record = doc.record
-            batch.append((
-                repo, branch, doc.key, _ns_path(doc.namespace), doc.data, _jsonb_text(record.value),
-                record.updated_at, record.expires_at, confidence_of(record.value), doc.indexed, sum(counts.values()),
-                list(counts), [float(n) for n in counts.values()], _tsvector(counts),
-            ))  # fmt: skip
-            if vector is not None:
-                vectors.append((repo, branch, doc.key, len(vector), _vector_text(vector)))
-        with (
-            conn.cursor() as cur,
-            cur.copy(
-                "COPY engram_docs (repo, branch, key, ns_path, record, value, updated, expires, confidence, indexed, "
-                "length, term_list, tf_list, tsv) FROM STDIN"
-            ) as copy,
-        ):
-            for done, row in enumerate(batch, start=1):
-                copy.write_row(row)
-                if progress is not None and done % 1000 == 0:
-                    progress(1000)
-        if vectors:
-            with (
-                conn.cursor() as cur,
-                cur.copy("COPY engram_doc_vectors (repo, branch, key, dim, embedding) FROM STDIN") as vcopy,
-            ):
-                for vrow in vectors:
-                    vcopy.write_row(vrow)
-        if progress is not None and len(batch) % 1000:
-            progress(len(batch) % 1000)
-        if len(batch) >= ANALYZE_AFTER:  # a bulk load: refresh the planner's statistics before the next search
-            conn.execute("ANALYZE engram_docs")
-            conn.execute("ANALYZE engram_doc_vectors")
-        changed = {t: d for t, d in df.items() if d}
-        if changed:
-            conn.execute(
-                "INSERT INTO engram_index_terms (repo, branch, term, df) SELECT %s, %s, t, d "
-                "FROM unnest(%s::text[], %s::bigint[]) AS u(t, d) ON CONFLICT (repo, branch, term) "
-                "DO UPDATE SET df = engram_index_terms.df + excluded.df",
-                (repo, branch, list(changed), list(changed.values())),
-            )
-            conn.execute(
-                "DELETE FROM engram_index_terms WHERE repo = %s AND branch = %s AND term = ANY(%s) AND df <= 0",
-                (repo, branch, list(changed)),
-            )
-        conn.execute(
-            "UPDATE engram_index_heads SET root = %s, docs = docs + %s, length = length + %s, vector_error = %s "
-            "WHERE repo = %s AND branch = %s",
-            (plan.target, docs, length, plan.error, repo, branch),
-        )
-
-    def _vectors(self, docs: list[Doc]) -> tuple[list[npt.NDArray[np.float32] | None], str | None]:
+    def _vectors(
+        self, docs: list[Doc], embed: bool = True, deferred: dict[bytes, bytes] | None = None
+    ) -> tuple[list[npt.NDArray[np.float32] | None], str | None]:
         """Embeddings of the indexed documents (through the vector cache); None rows and the reason when
         the embedder fails (the index then records it and hybrid searches degrade to keyword)."""
         out: list[npt.NDArray[np.float32] | None] = [None] * len(docs)
         wanted = [i for i, d in enumerate(docs) if d.indexed]
         if self.embedder is None or not wanted:
             return out, None
+        if not embed:
+            hashes = {i: text_hash(docs[i].text) for i in wanted}
+            found = self.cache.get_many(self.model, set(hashes.values()))
+            for i, h in hashes.items():
+                out[i] = as_array(found[h]) if h in found else None
+            return out, None
+        texts = [docs[i].text for i in wanted]
         try:
-            vectors = embed_through(self.embedder, self.cache, [docs[i].text for i in wanted])
+            if deferred is not None and self._cache_in_transaction:
+                vectors = self._embed(texts, deferred)
+            else:
+                vectors = embed_through(self.embedder, self.cache, texts)
         except EmbedderError as exc:
             return out, str(exc)
         for i, vector in zip(wanted, vectors, strict=True):
             out[i] = vector
         return out, None
 
+    def _embed(self, texts: list[str], deferred: dict[bytes, bytes]) -> list[npt.NDArray[np.float32]]:
+        """:func:`~engram.index.cache.embed_through` with the cache's new rows left in ``deferred``: the
+        write stores them in its own transaction (a cache in the same database), saving a commit."""
+        assert self.embedder is not None
+        hashes = [text_hash(t) for t in texts]
+        found = self.cache.get_many(self.model, set(hashes))
+        missing = list({h: t for h, t in zip(hashes, texts, strict=True) if h not in found}.items())
+        for i in range(0, len(missing), EMBED_BATCH):
+            part = missing[i : i + EMBED_BATCH]
+            matrix = np.asarray(self.embedder.embed([t for _, t in part]), dtype=np.float32)
+            blobs = as_blobs(matrix, [h for h, _ in part])
+            deferred.update(blobs)
+            found.update(blobs)
+        return [as_array(found[h]) for h in hashes]
+
     def ensure(self, branch: str, root: ChunkId) -> bool:
         """Make the branch's rows reflect ``root`` (its head); False if another configuration owns them
         or the branch moved on meanwhile (the caller then searches in process)."""
         repo = self.db.repo
-        head = self.db.run(
-            "SELECT root, model, fields FROM engram_index_heads WHERE repo = %s AND branch = %s", (repo, branch)
-        )
+        head = self.db.run(_HEAD + "WHERE repo = %s AND branch = %s", (repo, branch))
         if head and (head[0][1], head[0][2]) != (self.model, self.config):
             return False
+        if head and int(head[0][6]):
+            self._fill_pending(branch)
         if head and bytes(head[0][0]) == root:
+            self._indexed.add(branch)
             return True
         start = bytes(head[0][0]) if head else empty_tree(self.repo.nodes)
         current = self.repo.refs.get(HEADS + branch)
@@ -303,16 +263,59 @@ class PgEngine:
                 "ON CONFLICT DO NOTHING",
                 (repo, branch, start, self.model, self.config),
             )
-            locked = conn.execute(
-                "SELECT root, model, fields FROM engram_index_heads WHERE repo = %s AND branch = %s FOR UPDATE",
-                (repo, branch),
-            ).fetchone()
-            if locked is None or (locked[1], locked[2]) != (self.model, self.config):
+            row = conn.execute(_HEAD + "WHERE repo = %s AND branch = %s FOR UPDATE", (repo, branch)).fetchone()
+            if row is None or (row[1], row[2]) != (self.model, self.config):
                 return False  # the branch was deleted, or re-indexed with another configuration, meanwhile
-            if bytes(locked[0]) != plan.base:
-                plan = self._plan(bytes(locked[0]), target)  # a writer moved the index meanwhile
-            self._write(conn, branch, plan)
+            locked = Head(bytes(row[0]), int(row[3]), int(row[4]), float(row[5]))
+            if locked.root != plan.base:
+                plan = self._plan(locked.root, target, embed=False)  # a writer moved the index meanwhile
+            write(conn, repo, branch, plan, locked, model=self.model)
+        self._indexed.add(branch)
+        self.settler.wrote(len(plan.added))
         return target == root
+
+    def _fill_pending(self, branch: str) -> None:
+        """Embed the searchable rows written without a vector (their plan was made under a lock), outside any
+        lock, then store the vectors of those rows that have not changed since."""
+        repo = self.db.repo
+        rows = self.db.run(
+            "SELECT d.key, d.record FROM engram_docs d WHERE d.repo = %s AND d.branch = %s AND d.indexed "
+            f"AND {_NO_VECTOR}",
+            (repo, branch),
+        )
+        docs = [make_doc(bytes(k), bytes(r), self.fields) for k, r in rows]
+        vectors, error = self._vectors(docs)
+        if error is not None:
+            return  # still pending: the next search tries again
+        with self.db.connection() as conn, conn.transaction():
+            conn.execute(_HEAD + "WHERE repo = %s AND branch = %s FOR UPDATE", (repo, branch))
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO engram_doc_vectors_fresh (repo, branch, key, dim, embedding) SELECT %s, %s, %s, %s, "
+                    "%s::vector WHERE EXISTS (SELECT 1 FROM engram_docs WHERE repo = %s AND branch = %s "
+                    "AND key = %s AND record = %s) ON CONFLICT DO NOTHING",
+                    [(repo, branch, d.key, len(v), vector_text(v), repo, branch, d.key, d.data)
+                     for d, v in zip(docs, vectors, strict=True) if v is not None],
+                )  # fmt: skip
+            conn.execute(
+                "UPDATE engram_index_heads SET vector_pending = (SELECT count(*) FROM engram_docs d WHERE d.repo = "
+                f"%(repo)s AND d.branch = %(branch)s AND d.indexed AND {_NO_VECTOR}) "
+                "WHERE repo = %(repo)s AND branch = %(branch)s",
+                {"repo": repo, "branch": branch},
+            )
+        self.settler.wake()
+
+    def lag(self, branch: str) -> int:
+        """How many of the branch's vectors are not in the HNSW index yet (searches scan them exactly)."""
+        with self.db.connection() as conn:
+            return lag(conn, self.db.repo, branch)
+
+    def settle(self) -> int:
+        """Move every vector not in the HNSW index yet into it now, and refresh the planner's statistics;
+        returns how many vectors moved."""
+        moved = self.settler.settle_all()
+        self.settler.analyze()
+        return moved
 
     def rebuild(self, branch: str, root: ChunkId, progress: Callable[[int], None] | None = None) -> int:
         """Drop the branch's rows and index ``root`` again (``engram reindex``); returns the item count."""
@@ -324,7 +327,9 @@ class PgEngine:
                 "INSERT INTO engram_index_heads (repo, branch, root, model, fields) VALUES (%s, %s, %s, %s, %s)",
                 (self.db.repo, branch, empty, self.model, self.config),
             )
-            self._write(conn, branch, plan, progress)
+            write(conn, self.db.repo, branch, plan, Head(empty, 0, 0, 0.0), progress, model=self.model)
+        self._indexed.add(branch)
+        self.settler.wrote(len(plan.added))
         rows = self.db.run("SELECT count(*) FROM engram_docs WHERE repo = %s AND branch = %s", (self.db.repo, branch))
         return int(rows[0][0])
 
@@ -340,7 +345,67 @@ class PgEngine:
         except (StorageError, InvalidInputError) as exc:  # down, or refusing data the store holds
             _log.warning("searching %s in process: the PostgreSQL index is unavailable (%s)", branch, exc)
             return None
-        return _Query(self, branch, request, prefilter, now).run()
+        return PgQuery(self, branch, request, prefilter, now).run()
+
+    def query_past(
+        self, branch: str, root: ChunkId, request: Request, now: int, prefilter: PreFilter | None = None
+    ) -> Hits | None:
+        """Run a search at any version ``root`` near ``branch``: the branch's head rows minus the items that
+        differ, plus their versions at ``root``. None when it must run in process (not indexed here, or
+        too much differs: an index built for that version is cheaper then)."""
+        try:
+            overlay = self._overlay(branch, root)
+        except (StorageError, InvalidInputError) as exc:
+            _log.warning("searching the past of %s in process: the PostgreSQL index is unavailable (%s)", branch, exc)
+            return None
+        if overlay is None:
+            return None
+        return PgQuery(self, branch, request, prefilter, now, overlay).run()
+
+    def _overlay(self, branch: str, root: ChunkId) -> PastOverlay | None:
+        head = self.db.run(_HEAD + "WHERE repo = %s AND branch = %s", (self.db.repo, branch))
+        if not head or (head[0][1], head[0][2]) != (self.model, self.config):
+            return None
+        base, docs = bytes(head[0][0]), int(head[0][3])
+        key = (base, root)
+        with self._lock:
+            if key in self._overlays:
+                self._overlays.move_to_end(key)
+                return self._overlays[key]
+        limit = max(OVERLAY_MIN, int(docs * OVERLAY_SHARE))
+        overlay: PastOverlay | None = PastOverlay([], [])
+        for n, change in enumerate(diff_trees(self.repo.nodes, base, root)):
+            if n >= limit:
+                overlay = None
+                break
+            assert overlay is not None
+            if change.old is not None:  # the head's version: left out, and out of the statistics
+                overlay.excluded.append(change.key)
+                old = make_doc(change.key, change.old, self.fields)
+                gone = counts_of(old)
+                if old.indexed:
+                    overlay.docs_delta -= 1
+                    overlay.length_delta -= sum(gone.values())
+                    overlay.df_delta.subtract(gone.keys())
+            if change.new is not None:  # the past version: scored in Python
+                doc = make_doc(change.key, change.new, self.fields)
+                overlay.docs.append(doc)
+                if doc.indexed:
+                    found = counts_of(doc)
+                    overlay.docs_delta += 1
+                    overlay.length_delta += sum(found.values())
+                    overlay.df_delta.update(found.keys())
+        with self._lock:
+            self._overlays[key] = overlay
+            while len(self._overlays) > OVERLAYS:
+                self._overlays.popitem(last=False)
+        return overlay
+
+    def exact(self, items: int, indexed: int) -> bool:
+        """Whether a branch of ``items`` items scans its vectors exactly, the HNSW index holding ``indexed``."""
+        if items < self.exact_below:
+            return True
+        return self.exact_below > 0 and items < SHARED_EXACT and items * SHARED_SHARE < indexed
 
     def query_vector(self, text: str) -> npt.NDArray[np.float32]:
         """A query's embedding (the last 1,024 distinct queries are remembered)."""
@@ -349,185 +414,4 @@ class PgEngine:
         return self._queries.get(self.embedder, text)
 
 
-@dataclass(slots=True)
-class _Plan:
-    """The change from the rows of root ``base`` to those of ``target``."""
-
-    base: ChunkId
-    target: ChunkId
-    removed: list[bytes] = field(default_factory=list)
-    added: list[Doc] = field(default_factory=list)
-    vectors: list[npt.NDArray[np.float32] | None] = field(default_factory=list)
-    error: str | None = None
-
-
-class _Query:
-    """One search: candidates and their raw signals from SQL, ranked by the shared ranking function."""
-
-    def __init__(self, engine: PgEngine, branch: str, request: Request, prefilter: PreFilter | None, now: int) -> None:
-        self.s = engine
-        self.branch = branch
-        self.request = request
-        self.now = now
-        self.params: dict[str, Any] = {"repo": engine.db.repo, "branch": branch, "now": now}
-        self.where = ["repo = %(repo)s", "branch = %(branch)s", "(expires IS NULL OR expires > %(now)s)"]
-        if request.prefix:
-            self.where.append("ns_path LIKE %(prefix)s ESCAPE '\\'")
-            self.params["prefix"] = _like_prefix(request.prefix)
-        if prefilter is not None:
-            self.where.append(prefilter[0])
-            self.params.update(prefilter[1])
-        self.records: dict[bytes, Record] = {}
-
-    def run(self) -> Hits:
-        if self.request.text is None:
-            return self._listing()
-        return self._ranked()
-
-    def _listing(self) -> Hits:
-        """Newest first, by SQL; the exact filter on the fetched rows, fetching more while it rejects some."""
-        request = self.request
-        fetch = max(request.offset + request.limit, 1) * (1 if request.accept is None else 4)
-        while True:
-            rows = self._fetch(
-                f"SELECT key, record FROM engram_docs WHERE {' AND '.join(self.where)} "
-                f"ORDER BY updated DESC, key LIMIT %(n)s",
-                {**self.params, "n": fetch},
-            )
-            keys = [bytes(row[0]) for row in rows]
-            self.records.update((key, decode_record(bytes(row[1]))) for key, row in zip(keys, rows, strict=True))
-            chosen = select(iter(range(len(keys))), request.offset, request.limit, self._admit(keys))
-            if len(chosen) >= request.limit or len(rows) < fetch:
-                return Hits([self._hit(keys[i]) for i in chosen], "list", request.mode or "list")
-            fetch *= 4
-
-    def _ranked(self) -> Hits:
-        s, request = self.s, self.request
-        text = request.text or ""
-        head = s.db.run(
-            "SELECT docs, length, vector_error FROM engram_index_heads WHERE repo = %s AND branch = %s",
-            (s.db.repo, self.branch),
-        )[0]
-        total, length = int(head[0]), int(head[1])
-        plan = plan_mode(
-            request.mode, has_embedder=s.embedder is not None, vector_error=head[2], embed=lambda: s.query_vector(text)
-        )
-        terms = list(dict.fromkeys(analysis.terms(text))) if plan.mode != "semantic" else []
-        cand: list[str] = []
-        if terms:
-            self.params["tsq"] = _tsquery(terms)
-            cand.append("tsv @@ %(tsq)s::tsquery")
-        vectors, cos = "", "0::float8"
-        if plan.vector is not None:
-            self.params["q"] = _vector_text(plan.vector)
-            cos = "coalesce(-(v.embedding <#> %(q)s::vector), 0::float8)"
-            if total >= ANN_MIN:  # the vector signal of the HNSW index's nearest rows only (others score 0)
-                self.params["near"] = self._nearest(plan.vector)
-                vectors = (
-                    "LEFT JOIN (SELECT repo, branch, key, embedding FROM engram_doc_vectors WHERE repo = %(repo)s "
-                    "AND branch = %(branch)s AND key = ANY(%(near)s)) v USING (repo, branch, key) "
-                )
-                cand.append("key = ANY(%(near)s)")
-            else:
-                vectors = "LEFT JOIN engram_doc_vectors v USING (repo, branch, key) "
-                cand = ["TRUE"]
-        if not cand:
-            return Hits([], plan.mode, plan.requested, plan.degraded)
-        tfs = "".join(f", coalesce(tf_list[array_position(term_list, %(t{i})s)], 0)" for i in range(len(terms)))
-        self.params.update({f"t{i}": term for i, term in enumerate(terms)})
-        rows = self._fetch(
-            f"SELECT key, updated, confidence, length, ({cos})::float8{tfs} FROM engram_docs {vectors}"
-            f"WHERE {' AND '.join(self.where)} AND indexed AND ({' OR '.join(cand)})",
-            self.params,
-        )
-        keys = [bytes(row[0]) for row in rows]
-        columns = list(zip(*rows, strict=True)) if rows else [()] * (5 + len(terms))
-        lengths = np.asarray(columns[3], dtype=np.float32)
-        stats = self._stats(terms, total, length)
-        bm25 = None
-        if plan.mode != "semantic":  # the in-process index's arithmetic: float32, term by term, in query order
-            bm25 = np.zeros(len(rows), dtype=np.float32)
-            for i, term in enumerate(terms):
-                tf = np.asarray(columns[5 + i], dtype=np.float32)
-                has = tf > 0
-                bm25[has] += keyword.bm25(tf[has], lengths[has], stats.idf(term), stats.avgdl)
-        signals = Signals(
-            np.ones(len(rows), dtype=bool),
-            np.asarray(columns[1], dtype=np.int64),
-            np.asarray(columns[2], dtype=np.float32),
-            bm25=bm25,
-            cosine=np.asarray(columns[4], dtype=np.float64) if plan.vector is not None else None,
-            ideal=keyword.ideal(stats.idf(term) for term in terms),
-        )
-        model = s.model if plan.vector is not None else None
-        ranking = rank(signals, plan.mode, request.profile, self.now, request.min_score, embedder=model)
-        order = ranking.order(keys.__getitem__, request.offset + request.limit)
-        chosen = select(order, request.offset, request.limit, self._admit(keys))
-        self._load([keys[i] for i in chosen])
-        hits = []
-        for i in chosen:
-            found = self._hit(keys[i])
-            explained = ranking.explain(i) if request.explain else None
-            hits.append(Hit(found.namespace, found.key, found.record, ranking.score(i), explained))
-        return Hits(hits, plan.mode, plan.requested, plan.degraded)
-
-    def _stats(self, terms: list[str], total: int, length: int) -> keyword.Stats:
-        """The corpus statistics of the query's terms (document count, total length, their frequencies)."""
-        stats = keyword.Stats(total, length)
-        if terms:
-            rows = self.s.db.run(
-                "SELECT term, df FROM engram_index_terms WHERE repo = %s AND branch = %s AND term = ANY(%s)",
-                (self.s.db.repo, self.branch, terms),
-            )
-            stats.df.update({term: int(n) for term, n in rows})
-        return stats
-
-    def _admit(self, keys: list[bytes]) -> Callable[[list[int]], list[bool]] | None:
-        """The exact filter over positions of ``keys``, loading their records a batch at a time."""
-        accept = self.request.accept
-        if accept is None:
-            return None
-
-        def admit(batch: list[int]) -> list[bool]:
-            self._load([keys[i] for i in batch])
-            return [accept(self.records[keys[i]].value) for i in batch]
-
-        return admit
-
-    def _load(self, keys: list[bytes]) -> None:
-        """Fetch and decode the records of these rows (those not fetched yet)."""
-        missing = [key for key in keys if key not in self.records]
-        if missing:
-            rows = self.s.db.run(
-                "SELECT key, record FROM engram_docs WHERE repo = %s AND branch = %s AND key = ANY(%s)",
-                (self.s.db.repo, self.branch, missing),
-            )
-            self.records.update((bytes(k), decode_record(bytes(r))) for k, r in rows)
-
-    def _hit(self, key: bytes) -> Hit:
-        namespace, item_key = codec.decode_key(key)
-        return Hit(namespace, item_key, self.records[key])
-
-    def _nearest(self, qvec: npt.NDArray[np.float32]) -> list[bytes]:
-        dim = len(qvec)
-        want = max(ANN_CANDIDATES, 4 * (self.request.offset + self.request.limit))
-        with self.s.db.connection() as conn, conn.transaction():
-            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            conn.execute(f"SET LOCAL hnsw.ef_search = {max(want, 40)}")
-            rows = conn.execute(
-                f"SELECT v.key FROM engram_doc_vectors v WHERE v.repo = %(repo)s AND v.branch = %(branch)s "
-                f"AND v.dim = {dim} AND EXISTS (SELECT 1 FROM engram_docs WHERE {' AND '.join(self.where)} "
-                f"AND indexed AND engram_docs.key = v.key) "
-                f"ORDER BY v.embedding::vector({dim}) <=> %(q)s::vector({dim}) LIMIT {want}",
-                self.params,
-            ).fetchall()
-        return [bytes(r[0]) for r in rows]
-
-    def _fetch(self, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        """Rows of the search query, with room to rank every candidate in memory (no temp files)."""
-        with self.s.db.connection() as conn, conn.transaction():
-            conn.execute("SET LOCAL work_mem = '64MB'")
-            return list(conn.execute(sql, params, binary=True).fetchall())
-
-
-__all__ = ["ANN_CANDIDATES", "SEARCH_MIGRATIONS", "PgEngine", "PreFilter", "has_pgvector"]
+__all__ = ["EXACT_BELOW", "SEARCH_MIGRATIONS", "PgEngine", "PreFilter", "has_pgvector"]

@@ -94,6 +94,53 @@ SEARCH_MIGRATIONS: tuple[Migration, ...] = (
         ALTER TABLE engram_docs DROP COLUMN embedding, DROP COLUMN dim;
         """,
     ),
+    Migration(
+        106,
+        "search: postings per term with precomputed impacts (top-k keyword scoring), no tsvector; "
+        "recency and confidence orders. Search rows are derived: they are dropped here and rebuilt from each "
+        "branch's head at its next search",
+        """
+        DELETE FROM engram_docs;
+        DELETE FROM engram_doc_vectors;
+        DELETE FROM engram_index_terms;
+        DELETE FROM engram_index_heads;
+        ALTER TABLE engram_index_heads ADD COLUMN ref_avgdl double precision NOT NULL DEFAULT 0;
+        CREATE TABLE engram_postings (
+            repo text NOT NULL,
+            branch text NOT NULL,
+            term text NOT NULL,
+            key bytea NOT NULL,
+            impact real NOT NULL,
+            PRIMARY KEY (repo, branch, term, key)
+        );
+        CREATE INDEX engram_postings_impact ON engram_postings (repo, branch, term, impact DESC) INCLUDE (key);
+        CREATE INDEX engram_docs_updated ON engram_docs (repo, branch, updated DESC);
+        CREATE INDEX engram_docs_confidence ON engram_docs (repo, branch, confidence DESC);
+        DROP INDEX engram_docs_tsv;
+        ALTER TABLE engram_docs DROP COLUMN tsv;
+        """,
+    ),
+    Migration(
+        107,
+        "search: count of searchable rows written without a vector (embedded later, outside any lock)",
+        "ALTER TABLE engram_index_heads ADD COLUMN vector_pending integer NOT NULL DEFAULT 0;",
+    ),
+    Migration(
+        108,
+        "search: new vectors land in a table without HNSW index (scanned exactly) and move to the HNSW-indexed "
+        "table in the background, so a commit never pays for an HNSW insert",
+        """
+        CREATE TABLE engram_doc_vectors_fresh (
+            repo text NOT NULL,
+            branch text NOT NULL,
+            key bytea NOT NULL,
+            dim integer NOT NULL,
+            embedding vector NOT NULL,
+            PRIMARY KEY (repo, branch, key)
+        );
+        ALTER TABLE engram_doc_vectors_fresh ALTER COLUMN embedding SET STORAGE MAIN;
+        """,
+    ),
 )
 
 

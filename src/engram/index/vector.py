@@ -1,180 +1,350 @@
-"""Vector search: a growable float32 matrix of normalised rows, exact below ``ANN_MIN`` rows and an
-inverted-file (IVF) approximation above it.
+"""Vector search by slot: exact below ``ANN_MIN`` vectors, an HNSW graph (:mod:`engram.index.ann`) above.
 
-The IVF clusters rows around ``~2 sqrt(n)`` centroids (spherical k-means on a sample) and keeps a
-copy of the rows ordered by cluster, so a query scores the centroids, then the contiguous blocks of
-the ``NPROBE`` closest clusters (a random gather of the same rows is several times slower). Rows set
-later join their nearest centroid's (small) overflow list; the clustering is rebuilt when the index
-has doubled.
+Vectors not yet in the graph wait in a float32 *tail* that every query scores exactly, so a vector is
+searchable the moment it is set: a bulk load is searchable at once, and a background thread moves the
+tail into the graph (``backlog`` says how many wait). A vector is in the tail (float32) or in the graph
+(float16), and graph vectors are also kept in a float16 array by key for exact scoring of chosen slots
+(filtered searches over few items, the best keyword matches): two float16 copies, a known cost.
+
+Graph keys are a counter, mapped to slots by an array, so a saved graph survives the renumbering of
+slots that a snapshot or a compaction does (only the array is rewritten).
 """
 
 from __future__ import annotations
 
-import math
+import atexit
+import threading
+import weakref
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-#: Below this many rows every query scores every row (exact, and fast enough: ~1 ms at 10k).
-ANN_MIN = 50_000
-#: Clusters scanned per query.
-NPROBE = 48
+from engram.index.ann import Graph
+
+#: Below this many vectors every query scores every vector (exact; ~4 ms at 20k).
+ANN_MIN = 20_000
+#: Vectors moved from the tail into the graph per step of the background builder (each step holds the
+#: index's lock: at ~2,000 inserts/s on one core this keeps a concurrent query's wait near 30 ms).
+STEP = 64
+#: A filtered query scores its eligible vectors exactly (instead of asking the graph) up to this many.
+GATHER_MAX = 4_000
+
+Rows = npt.NDArray[np.float32]
+Slots = npt.NDArray[np.int64]
+
+
+# Builder threads stop at interpreter exit (a thread still inside the graph library then would abort it).
+_EXITING = threading.Event()
+_BUILDERS: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_builders() -> None:
+    _EXITING.set()
+    for thread in list(_BUILDERS):
+        thread.join()
+
+
+def _lookup(table: npt.NDArray[np.int64], slots: Slots) -> Slots:
+    """``table[slot]`` for each slot, -1 past the table's end."""
+    out = np.full(len(slots), -1, dtype=np.int64)
+    inside = slots < len(table)
+    out[inside] = table[slots[inside]]
+    return out
+
+
+def _grown(array: npt.NDArray[Any], size: int, fill: object = 0) -> npt.NDArray[Any]:
+    if size <= len(array):
+        return array
+    out = np.full((max(size, 2 * len(array)), *array.shape[1:]), fill, dtype=array.dtype)
+    out[: len(array)] = array
+    return out
 
 
 class VectorIndex:
-    """Rows by slot; an empty (zero) row scores 0. Cosine = dot product, rows being normalised."""
+    """Unit vectors by slot; a slot without one (or with a zero vector) scores 0. Cosine = dot product."""
 
-    def __init__(self, dim: int, *, ann_min: int = ANN_MIN, nprobe: int = NPROBE) -> None:
+    def __init__(self, dim: int, *, ann_min: int | None = None, background: bool = True) -> None:
         self.dim = dim
-        self.ann_min = ann_min
-        self.nprobe = nprobe
-        self._rows = np.zeros((1024, dim), dtype=np.float32)
+        self.ann_min = ANN_MIN if ann_min is None else ann_min
+        #: Move the tail into the graph in a background thread (else at the next query).
+        self.background = background
         self.present = np.zeros(1024, dtype=bool)
         self.count = 0
-        self._centroids: npt.NDArray[np.float32] | None = None
-        self._assign = np.full(1024, -1, dtype=np.int32)
-        self._lists: list[list[int]] = []  # rows set since the build, per cluster
-        self._arrays: dict[int, npt.NDArray[np.int64]] = {}
-        self._blocks = np.zeros((0, dim), dtype=np.float32)  # rows at build time, ordered by cluster
-        self._block_slots = np.zeros(0, dtype=np.int64)
-        self._bounds = np.zeros(1, dtype=np.int64)
-        self._fresh = np.zeros(1024, dtype=bool)  # the block copy of this slot is current
-        self._built_at = 0
-        #: Centroids to reuse (from a snapshot) the next time the IVF is built, instead of clustering.
-        self.kept: npt.NDArray[np.float32] | None = None
+        self._key = np.full(1024, -1, dtype=np.int64)  # slot -> graph key, -1 when not in the graph
+        self._slot_of_key = np.zeros(1024, dtype=np.int64)  # graph key -> slot, -1 when dropped
+        self._nkeys = 0  # graph keys used: 0 .. _nkeys - 1
+        self._half: npt.NDArray[np.float16] | None = np.zeros((0, dim), dtype=np.float16)  # graph key -> vector
+        self._graph: Graph | None = None
+        self._tail_at = np.full(1024, -1, dtype=np.int64)  # slot -> row of the tail, -1 when not in it
+        self._tail_live = 0
+        self._tail_slots = np.zeros(1024, dtype=np.int64)  # -1 for a dropped row
+        self._tail_rows = np.zeros((1024, dim), dtype=np.float32)
+        self._tail_n = 0
+        self._builder: threading.Thread | None = None
+        #: Graph changes (vectors moved in, vectors dropped) since the graph was last saved.
+        self.unsaved = 0
+        self.lock = threading.RLock()
+
+    # ------------------------------------------------------------------ writes
 
     def set(self, slot: int, vector: npt.NDArray[np.float32]) -> None:
         """Store the vector of a slot."""
-        if slot >= len(self._rows):
-            size = max(2 * len(self._rows), slot + 1)
-            rows = np.zeros((size, self.dim), dtype=np.float32)
-            rows[: len(self._rows)] = self._rows
-            present = np.zeros(size, dtype=bool)
-            present[: len(self.present)] = self.present
-            assign = np.full(size, -1, dtype=np.int32)
-            assign[: len(self._assign)] = self._assign
-            fresh = np.zeros(size, dtype=bool)
-            fresh[: len(self._fresh)] = self._fresh
-            self._rows, self.present, self._assign, self._fresh = rows, present, assign, fresh
-        if not self.present[slot]:
-            self.count += 1
-        self._rows[slot] = vector
-        self.present[slot] = True
-        self._fresh[slot] = False
-        if self._centroids is not None:
-            cluster = int(np.argmax(self._centroids @ self._rows[slot]))
-            self._assign[slot] = cluster
-            self._lists[cluster].append(slot)
-            self._arrays.pop(cluster, None)
+        self.set_many(np.array([slot], dtype=np.int64), np.asarray(vector, dtype=np.float32).reshape(1, -1))
 
-    def set_many(self, slots: npt.NDArray[np.int64], matrix: npt.NDArray[np.float32]) -> None:
+    def set_many(self, slots: Slots, matrix: Rows) -> None:
         """Store the vectors of many slots (rows of ``matrix``) at once."""
-        if self._centroids is not None or not len(slots):
-            for slot, row in zip(slots.tolist(), matrix, strict=True):
-                self.set(slot, row)
+        if not len(slots):
             return
-        top = int(slots.max())
-        if top >= len(self._rows):
-            self.set(top, matrix[int(np.argmax(slots))])  # grows every per-slot array
-        self.count += int((~self.present[slots]).sum())
-        self._rows[slots] = matrix
-        self.present[slots] = True
-        self._fresh[slots] = False
+        with self.lock:
+            known = slots[slots < len(self.present)]
+            for slot in known[self.present[known]].tolist():
+                self.clear(slot)
+            top = int(slots.max()) + 1
+            self.present = _grown(self.present, top, False)
+            self._key = _grown(self._key, top, -1)
+            n = self._tail_n
+            self._tail_slots = _grown(self._tail_slots, n + len(slots), -1)
+            self._tail_rows = _grown(self._tail_rows, n + len(slots))
+            self._tail_slots[n : n + len(slots)] = slots
+            self._tail_rows[n : n + len(slots)] = matrix
+            self._tail_at = _grown(self._tail_at, top, -1)
+            self._tail_at[slots] = np.arange(n, n + len(slots))
+            self._tail_live += len(slots)
+            self._tail_n = n + len(slots)
+            self.present[slots] = True
+            self.count += len(slots)
+            if self.count >= self.ann_min:
+                self._build_soon()
 
     def clear(self, slot: int) -> None:
         """Forget the vector of a slot."""
-        if slot < len(self._rows) and self.present[slot]:
-            self._rows[slot] = 0
+        with self.lock:
+            if slot >= len(self.present) or not self.present[slot]:
+                return
             self.present[slot] = False
-            self._assign[slot] = -1
-            self._fresh[slot] = False
             self.count -= 1
+            row = int(self._tail_at[slot]) if slot < len(self._tail_at) else -1
+            if row >= 0:
+                self._tail_at[slot] = -1
+                self._tail_live -= 1
+                self._tail_slots[row] = -1
+                return
+            key = int(self._key[slot])
+            if key >= 0 and self._graph is not None:
+                self._slot_of_key[key] = -1
+                self.unsaved += 1
+                self._graph.remove(np.array([key], dtype=np.int64))
+            self._key[slot] = -1
+
+    def present_below(self, size: int) -> npt.NDArray[np.bool_]:
+        """Which slots below ``size`` have a vector."""
+        out = np.zeros(size, dtype=bool)
+        upto = min(size, len(self.present))
+        out[:upto] = self.present[:upto]
+        return out
 
     def get(self, slot: int) -> npt.NDArray[np.float32] | None:
         """The vector at a slot, if any."""
-        return self._rows[slot] if slot < len(self.present) and self.present[slot] else None
+        found = self.rows(np.array([slot], dtype=np.int64))
+        return found[0] if slot < len(self.present) and self.present[slot] else None
+
+    def rows(self, slots: Slots) -> Rows:
+        """The vectors of ``slots`` as float32 rows (zero rows for slots without one)."""
+        with self.lock:
+            out = np.zeros((len(slots), self.dim), dtype=np.float32)
+            tail, keys = _lookup(self._tail_at, slots), _lookup(self._key, slots)
+            out[tail >= 0] = self._tail_rows[tail[tail >= 0]]
+            keys[tail >= 0] = -1
+            if self._graph is not None and (keys >= 0).any():
+                out[keys >= 0] = self._by_key()[keys[keys >= 0]]
+            return out
+
+    def _by_key(self) -> npt.NDArray[np.float16]:
+        """Graph vectors by key, as float16 (read out of a saved graph on first use)."""
+        if self._half is None:
+            assert self._graph is not None
+            self._half = self._graph.all_vectors(self._nkeys)
+        return self._half
+
+    # ------------------------------------------------------------------ the graph
 
     @property
     def approximate(self) -> bool:
-        """True when queries use the IVF approximation."""
-        return self.count >= self.ann_min
-
-    def scores(self, query: npt.NDArray[np.float32], size: int) -> npt.NDArray[np.float32]:
-        """Cosine similarity to ``query`` for every slot below ``size`` (0 for rows not probed by the IVF)."""
-        query = query.astype(np.float32, copy=False)
-        if not self.approximate:
-            out = np.zeros(size, dtype=np.float32)
-            upto = min(size, len(self._rows))
-            out[:upto] = self._rows[:upto] @ query
-            return out
-        if self._centroids is None or self.count > 2 * self._built_at:
-            self._build()
-        assert self._centroids is not None
-        probe = min(self.nprobe, len(self._centroids))
-        nearest = np.argpartition(-(self._centroids @ query), probe - 1)[:probe]
-        out = np.zeros(size, dtype=np.float32)
-        for c in nearest.tolist():
-            lo, hi = int(self._bounds[c]), int(self._bounds[c + 1])
-            block_slots = self._block_slots[lo:hi]
-            keep = self._fresh[block_slots] & (block_slots < size)
-            out[block_slots[keep]] = (self._blocks[lo:hi] @ query)[keep]
-        extra = np.concatenate([self._list(int(c)) for c in nearest])
-        extra = extra[(extra < size) & self.present[extra]]
-        if len(extra):
-            out[extra] = self._rows[extra] @ query
-        return out
-
-    def _list(self, cluster: int) -> npt.NDArray[np.int64]:
-        found = self._arrays.get(cluster)
-        if found is None:
-            members = np.asarray(self._lists[cluster], dtype=np.int64)
-            members = members[self._assign[members] == cluster]  # drop rows that moved or were cleared
-            self._lists[cluster] = members.tolist()
-            found = self._arrays[cluster] = members
-        return found
-
-    def _build(self, iterations: int = 6, seed: int = 0) -> None:
-        """Spherical k-means on a sample (or the centroids a snapshot kept), then assign every row to
-        its nearest centroid."""
-        slots = np.flatnonzero(self.present)
-        centroids = self.kept
-        self.kept = None
-        if centroids is None or centroids.shape[1] != self.dim:
-            centroids = self._cluster(slots, iterations, seed)
-        clusters = len(centroids)
-        assign = np.empty(len(slots), dtype=np.int32)
-        for start in range(0, len(slots), 65_536):  # bounded memory for the score block
-            block = slots[start : start + 65_536]
-            assign[start : start + len(block)] = np.argmax(self._rows[block] @ centroids.T, axis=1)
-        self._centroids = centroids.astype(np.float32)
-        self._assign[:] = -1
-        self._assign[slots] = assign
-        order = np.argsort(assign, kind="stable")
-        self._bounds = np.searchsorted(assign[order], np.arange(clusters + 1))
-        self._block_slots = slots[order]
-        self._blocks = self._rows[self._block_slots]
-        self._fresh[:] = False
-        self._fresh[slots] = True
-        self._lists = [[] for _ in range(clusters)]
-        self._arrays = {}
-        self._built_at = len(slots)
-
-    def _cluster(self, slots: npt.NDArray[np.int64], iterations: int, seed: int) -> npt.NDArray[np.float32]:
-        clusters = max(16, int(2 * math.sqrt(len(slots))))
-        rng = np.random.default_rng(seed)
-        sample = self._rows[rng.choice(slots, size=min(len(slots), 40 * clusters), replace=False)]
-        centroids = sample[rng.choice(len(sample), size=clusters, replace=False)].copy()
-        for _ in range(iterations):
-            labels = np.argmax(sample @ centroids.T, axis=1)
-            sums = np.zeros_like(centroids)
-            np.add.at(sums, labels, sample)
-            norms = np.linalg.norm(sums, axis=1, keepdims=True)
-            empty = norms[:, 0] == 0
-            sums[empty] = centroids[empty]
-            centroids = sums / np.where(norms == 0, 1, norms)
-        return np.asarray(centroids, dtype=np.float32)
+        """True when some vectors are only reachable through the graph (queries are approximate)."""
+        return self._graph is not None and len(self._graph) > 0
 
     @property
-    def centroids(self) -> npt.NDArray[np.float32] | None:
-        """The IVF's centroids, if it has been built (a snapshot keeps them: see :attr:`kept`)."""
-        return self._centroids
+    def backlog(self) -> int:
+        """Vectors waiting to move into the graph (scored exactly meanwhile); 0 below ``ann_min``."""
+        return self._tail_live if self.count >= self.ann_min or self._graph is not None else 0
+
+    def _build_soon(self) -> None:
+        if not self.background or _EXITING.is_set():
+            return
+        if self._builder is None or not self._builder.is_alive():
+            self._builder = threading.Thread(target=self._build_until_exit, name="engram-vector-graph", daemon=True)
+            _BUILDERS.add(self._builder)
+            self._builder.start()
+
+    def _build_until_exit(self) -> None:
+        while not _EXITING.is_set() and self.build(STEP):
+            pass
+
+    def build(self, limit: int | None = None, *, threads: int = 1) -> int:
+        """Move (up to ``limit``) tail vectors into the graph, a step at a time, inserting with ``threads``
+        threads; return how many moved."""
+        moved = 0
+        while limit is None or moved < limit:
+            with self.lock:
+                size = (
+                    STEP if threads == 1 else 4_096
+                )  # several threads: bigger steps (a bulk build, not a query's wait)
+                step = self._step(size if limit is None else min(size, limit - moved), threads)
+            if not step:
+                break
+            moved += step
+        return moved
+
+    def _step(self, size: int, threads: int = 1) -> int:
+        if self.count < self.ann_min and self._graph is None:
+            return 0
+        if self._graph is None:
+            self._graph = Graph(self.dim)
+        if self._graph.view_of is not None:  # a saved graph, memory-mapped: copy it in, drop what was cleared
+            self._graph.writable()
+            self._graph.remove(np.flatnonzero(self._slot_of_key[: self._nkeys] < 0))
+        n = self._tail_n
+        lo = max(0, n - size)
+        slots, rows = self._tail_slots[lo:n], self._tail_rows[lo:n]
+        live = slots >= 0
+        slots, rows = slots[live], rows[live]
+        nonzero = np.any(rows != 0, axis=1)  # a zero vector scores 0 anyway: never put it in the graph
+        keys = np.arange(self._nkeys, self._nkeys + int(nonzero.sum()), dtype=np.int64)
+        self._slot_of_key = _grown(self._slot_of_key, self._nkeys + len(keys), -1)
+        self._slot_of_key[keys] = slots[nonzero]
+        self._nkeys += len(keys)
+        if len(keys):
+            self._graph.add(keys, rows[nonzero], threads)
+            half = self._by_key()
+            if len(half) < self._nkeys:
+                half = _grown(half, self._nkeys)
+            half[keys] = rows[nonzero]
+            self._half = half
+        self._key[slots[nonzero]] = keys
+        self._tail_at[slots] = -1
+        self._tail_live -= len(slots)
+        self._tail_n = lo
+        self.unsaved += n - lo
+        if len(self._tail_slots) > 1024 and lo < len(self._tail_slots) // 4:  # give back a drained tail's memory
+            keep = max(1024, 2 * lo)
+            self._tail_slots, self._tail_rows = self._tail_slots[:keep].copy(), self._tail_rows[:keep].copy()
+        return n - lo
+
+    def wait(self) -> None:
+        """Block until the background builder has emptied the tail (tests, benchmarks)."""
+        self.build()
+        builder = self._builder
+        if builder is not None:
+            builder.join()
+
+    # ------------------------------------------------------------------ reads
+
+    def scores(self, query: npt.NDArray[np.float32], size: int, *, want: int = 100) -> npt.NDArray[np.float32]:
+        """Cosine to ``query`` for every slot below ``size``: exact for the tail, and for the ``want``
+        nearest the graph finds (0 for the rest)."""
+        return self.search(query, size, None, want)[0]
+
+    def search(
+        self,
+        query: npt.NDArray[np.float32],
+        size: int,
+        eligible: npt.NDArray[np.bool_] | None,
+        want: int,
+        extra: Slots | None = None,
+    ) -> tuple[npt.NDArray[np.float32], bool]:
+        """Cosine to ``query`` for slots below ``size``, and whether it is exact for every ``eligible`` slot.
+
+        Exact for the tail, for ``extra`` slots (e.g. the best keyword matches) and, when few slots are
+        eligible, for all of them; otherwise for about the ``want`` nearest eligible slots the graph finds.
+        """
+        query = np.asarray(query, dtype=np.float32)
+        out = np.zeros(size, dtype=np.float32)
+        with self.lock:
+            if not self.background and self.count >= self.ann_min:
+                self.build()
+            n = self._tail_n
+            if n:
+                slots = self._tail_slots[:n]
+                keep = (slots >= 0) & (slots < size)
+                out[slots[keep]] = self._tail_rows[:n][keep] @ query
+            graph = self._graph
+            if graph is None or not len(graph):
+                return out, True
+            upto = min(size, len(self._key))
+            in_graph = np.zeros(size, dtype=bool)
+            in_graph[:upto] = self._key[:upto] >= 0
+            wanted = in_graph if eligible is None else in_graph & eligible[:size]
+            total = int(wanted.sum())
+            share = total / max(1, int(in_graph.sum()))
+            count = min(len(graph), int(2 * want / share) if share < 1 else want)
+            if total <= GATHER_MAX or 4 * count >= total:  # few eligible, or most of them wanted: exact
+                chosen = np.flatnonzero(wanted)
+                for lo in range(0, len(chosen), 65_536):
+                    part = chosen[lo : lo + 65_536]
+                    out[part] = self.rows(part) @ query
+                return out, True
+            keys, sims = graph.search(query, count)
+            found = self._slot_of_key[keys]
+            keep = (found >= 0) & (found < size)
+            out[found[keep]] = sims[keep]
+            if extra is not None and len(extra):
+                picked = extra[(extra < upto) & in_graph[np.minimum(extra, size - 1)]]
+                out[picked] = self.rows(picked) @ query
+            return out, count >= len(graph)
+
+    # ------------------------------------------------------------------ snapshots
+
+    def save_graph(self, path: Path, new_slot: Slots) -> Slots | None:
+        """Write the graph to ``path`` and return the slots of its keys renumbered by ``new_slot`` (-1 for
+        dropped keys); None without a graph. Vectors still in the tail are not saved."""
+        with self.lock:
+            if self._graph is None:
+                return None
+            self._graph.save(path)
+            self.unsaved = 0
+            keys = self._slot_of_key[: self._nkeys]
+            return np.where(keys >= 0, new_slot[np.maximum(keys, 0)], -1).astype(np.int64)
+
+    def load_graph(self, graph: Graph, slot_of_key: Slots) -> None:
+        """Adopt a saved graph whose keys map to slots by ``slot_of_key`` (before any vector is set)."""
+        with self.lock:
+            self._graph = graph
+            self._slot_of_key = np.array(slot_of_key, dtype=np.int64)
+            self._nkeys = len(self._slot_of_key)
+            self._half = None
+            live = self._slot_of_key >= 0
+            top = int(self._slot_of_key.max()) + 1 if len(self._slot_of_key) else 0
+            self.present = _grown(self.present, top, False)
+            self._key = _grown(self._key, top, -1)
+            self._tail_at = _grown(self._tail_at, top, -1)
+            self._key[self._slot_of_key[live]] = np.flatnonzero(live)
+            self.present[self._slot_of_key[live]] = True
+            self.count = int(live.sum())
+
+    def renumber(self, new_slot: Slots) -> None:
+        """Move every vector to slot ``new_slot[old]`` (dropping those mapped to -1), keeping the graph."""
+        with self.lock:
+            keys, graph, half = self._slot_of_key[: self._nkeys], self._graph, self._half
+            tail = np.flatnonzero(self._tail_at >= 0)
+            rows = self._tail_rows[self._tail_at[tail]]
+            self.__init__(self.dim, ann_min=self.ann_min, background=self.background)  # type: ignore[misc]
+            if graph is not None:
+                mapped = np.where(keys >= 0, new_slot[np.maximum(keys, 0)], -1)
+                self.load_graph(graph, mapped)
+                self._half = half
+            moved = new_slot[tail]
+            keep = moved >= 0
+            self.set_many(moved[keep], rows[keep])

@@ -1,6 +1,6 @@
 """The MCP server: a memory store's verbs as tools for MCP clients, over stdio or streamable HTTP.
 
-``build_server(memory)`` returns the official SDK's low-level :class:`mcp.server.Server` with eleven tools
+``build_server(memory)`` returns the official SDK's low-level :class:`mcp.server.Server` with thirteen tools
 (``memory_search``, ``memory_get``, ``memory_write`` ...), defined in :mod:`engram.mcp.tools`. Each tool is one
 call into the library, run on a worker thread; its arguments are first checked against the tool's JSON schema,
 so an unknown argument is an error, never silently ignored. Over HTTP with API keys, each call acts as the key's

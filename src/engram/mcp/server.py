@@ -19,10 +19,11 @@ import uvicorn
 from mcp import types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engram.errors import AuthenticationError, EngramError, MergeConflictError
-from engram.mcp.tools import HTTP_PATH, INSTRUCTIONS, MAX_CONFLICTS, TOOLS, ArgumentError
+from engram.mcp.tools import HTTP_PATH, INSTRUCTIONS, MAX_CONFLICTS, TOOLS, tools_for
 from engram.ops.access import LOCAL, KeyRing, Principal, authenticate
 from engram.ops.tenants import TenantPool
 from engram.store import Memory
@@ -62,8 +63,6 @@ async def call_tool(
             args = tool.guard(who, args) if tool.guard is not None else args
             memory = who.handle(memory)
         data = await anyio.to_thread.run_sync(partial(tool.run, memory, **args))
-    except ArgumentError as exc:
-        return _failure("InvalidArguments", str(exc))
     except MergeConflictError as exc:
         conflicts = [conflict_json(c) for c in exc.conflicts[:MAX_CONFLICTS]]
         return _failure(type(exc).__name__, str(exc), conflict_count=len(exc.conflicts), conflicts=conflicts)
@@ -89,6 +88,12 @@ def _secret(headers: Any) -> str | None:
     return found
 
 
+def _request_secret(ctx: ServerRequestContext[Any]) -> str | None:
+    """The API key of the HTTP request behind a protocol request (None in process or over stdio)."""
+    headers = getattr(ctx.request, "headers", None)
+    return None if headers is None else _secret(headers)
+
+
 @dataclass(frozen=True, slots=True)
 class KeyedAccess:
     """Tool calls over HTTP with API keys: the caller comes from the request's key (never from a tool
@@ -112,15 +117,20 @@ def build_server(memory: Memory | None = None, *, access: KeyedAccess | None = N
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=listed)
+        if access is None:
+            return types.ListToolsResult(tools=listed)
+        try:  # a key sees only the tools its scopes allow (a read-only key: no write tools)
+            who = authenticate(access.keyring, _request_secret(ctx))
+        except AuthenticationError as exc:
+            raise MCPError(types.INVALID_REQUEST, str(exc)) from None
+        return types.ListToolsResult(tools=[tool.describe() for tool in tools_for(who)])
 
     async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         if memory is not None:
             return await call_tool(memory, params.name, params.arguments or {})
         assert access is not None
         try:
-            headers = getattr(ctx.request, "headers", None)
-            who = authenticate(access.keyring, None if headers is None else _secret(headers))
+            who = authenticate(access.keyring, _request_secret(ctx))
             tenant = await anyio.to_thread.run_sync(access.tenants.acquire, who.tenant)
         except EngramError as exc:
             return _failure(type(exc).__name__, str(exc))

@@ -40,7 +40,8 @@ Namespaces are arrays of labels, e.g. ["users", "alice"]; an item is (namespace,
 Find memories with memory_search (query + MongoDB-style filter), read one with memory_get, store one with
 memory_write. Read tools take `at` (a branch, tag, commit id, HEAD~n or main@{ISO time}) to read the past;
 memory_log, memory_diff and memory_history show what changed, when and who wrote it. Write tools take
-`branch`: try risky changes on a branch (memory_branch), then memory_merge it; memory_revert undoes a commit.\
+`branch`: try risky changes on a branch (memory_create_branch; memory_list_branches lists them), then
+memory_merge it; memory_revert undoes a commit.\
 """
 
 
@@ -107,6 +108,11 @@ class Tool:
 TOOLS: dict[str, Tool] = {}
 
 
+def tools_for(who: Principal) -> list[Tool]:
+    """The tools ``who`` may call, in order: a key without the ``write`` scope sees only the read tools."""
+    return [tool for tool in TOOLS.values() if who.holds(tool.scope)]
+
+
 def _tool(
     *,
     required: Sequence[str] = (),
@@ -155,7 +161,8 @@ def _enum(values: Sequence[str], description: str, **extra: Any) -> dict[str, An
 
 
 NAMESPACE = _namespace('The item\'s namespace: an array of labels, e.g. ["users", "alice"].', minItems=1)
-KEY = _string("The item's key, unique within its namespace.")
+#: An item key is any string, the empty string included (LangGraph's rule, the same at every door).
+KEY: dict[str, Any] = {"type": "string", "description": "The item's key, unique within its namespace (any string)."}
 AT = _string(f"Read the memory as it was at this version: {_REF_HELP}. Omit for the current head.")
 AUTHOR = _string("Who makes this change (an agent or user id), recorded on the commit. Default: the server's.")
 MESSAGE = _string("Commit message: why this change was made. Default: a generated one.")
@@ -201,15 +208,6 @@ def _everywhere(action: str) -> Guard:
         return args
 
     return guard
-
-
-def _branching(who: Principal, args: dict[str, Any]) -> dict[str, Any]:
-    if args.get("action", "list") == "create":
-        who.require("write")
-    elif args.get("action") == "delete":
-        who.require("admin")
-        who.require_unrestricted("delete a branch")
-    return args
 
 
 def _on(memory: Memory, branch: str | None, author: str | None = None) -> Memory:
@@ -371,7 +369,7 @@ def memory_list_namespaces(
     read_only=True,
     ref=_string(f"Where the log starts: {_REF_HELP}.", default="HEAD"),
     namespace=_namespace("Only commits that changed items under this namespace prefix."),
-    key=_string("Only commits that changed this item (needs `namespace`)."),
+    key={**KEY, "description": "Only commits that changed this item (needs `namespace`)."},
     limit=_integer("Most commits to return.", 20),
 )
 def memory_log(
@@ -421,33 +419,45 @@ def memory_history(memory: Memory, *, namespace: list[str], key: str, ref: str, 
     return {"versions": [version_json(v) for v in versions]}
 
 
+@_tool(read_only=True)
+def memory_list_branches(memory: Memory) -> dict[str, Any]:
+    """List the branches and tags. A branch is an isolated line of changes: write to it with `branch`, read it
+    with `at`, then memory_merge it; a tag names a version that never moves (read it with `at`).
+
+    Returns {current, branches, tags}: the server's branch, every branch name -> its head commit id, and every
+    tag name -> its commit id.
+    """
+    return {"current": memory.branch, "branches": memory.branches(), "tags": memory.tags()}
+
+
 @_tool(
-    guard=_branching,
-    scope="read",
-    destructive=True,
-    action=_enum(
-        ["list", "create", "delete"],
-        "list the branches, create branch `name` at `at`, or delete branch `name`.",
-        default="list",
-    ),
-    name=_string("The branch to create or delete (letters, digits and . _ / -)."),
-    at=_string(f"Where a new branch starts: {_REF_HELP}.", default="HEAD"),
+    required=("name",),
+    name=_string("The branch to create (letters, digits and . _ / -); it must not exist yet."),
+    at=_string(f"Where the new branch starts: {_REF_HELP}.", default="HEAD"),
 )
-def memory_branch(
-    memory: Memory, *, action: Literal["list", "create", "delete"], name: str | None = None, at: str
-) -> dict[str, Any]:
-    """List, create or delete branches. A branch is an isolated line of changes: write to it with `branch`,
-    read it with `at`, then memory_merge it.
+def memory_create_branch(memory: Memory, *, name: str, at: str) -> dict[str, Any]:
+    """Create a branch at a version, to try changes in isolation (nothing else changes).
 
     Returns {current, branches}: the server's branch and every branch name -> its head commit id.
     """
-    if action != "list":
-        if name is None:
-            raise ArgumentError(f"memory_branch needs `name` to {action} a branch")
-        if action == "create":
-            memory.create_branch(name, at)
-        else:
-            memory.delete_branch(name)
+    memory.create_branch(name, at)
+    return {"current": memory.branch, "branches": memory.branches()}
+
+
+@_tool(
+    guard=_everywhere("delete a branch"),
+    scope="admin",
+    required=("name",),
+    destructive=True,
+    name=_string("The branch to delete (not the server's branch)."),
+)
+def memory_delete_branch(memory: Memory, *, name: str) -> dict[str, Any]:
+    """Delete a branch: its name is gone, and its commits stay readable only while another branch, a tag or a
+    commit id reaches them. Merge it first to keep its changes.
+
+    Returns {current, branches}: the server's branch and every remaining branch name -> its head commit id.
+    """
+    memory.delete_branch(name)
     return {"current": memory.branch, "branches": memory.branches()}
 
 
@@ -490,5 +500,8 @@ def memory_revert(
     return {"commit": commit_json(_on(memory, branch, author).revert(ref, strategy=strategy))}
 
 
-class ArgumentError(Exception):
-    """Arguments that fit a tool's schema but not each other."""
+# The channels tools (issue #13) register themselves in TOOLS, after the memory tools.
+from engram.mcp import channel_tools as _channel_tools  # noqa: E402, F401
+
+# The memory writer's tools (issue #14), after them.
+from engram.mcp import writer_tools as _writer_tools  # noqa: E402, F401

@@ -51,9 +51,9 @@ def store_opener(
     lock = threading.Lock()
     loaded: list[Embedder | None] = []
 
-    def chosen() -> Embedder | None:
-        if not isinstance(embedder, str):
-            return embedder
+    def chosen() -> Embedder | str | None:
+        if not isinstance(embedder, str) or embedder == "auto":
+            return embedder  # "auto": each store's recorded embedder (engram.open shares one per spec)
         with lock:
             if not loaded:
                 loaded.append(embedder_from_spec(embedder))

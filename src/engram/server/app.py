@@ -530,6 +530,8 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
     install(app, config.max_body)
     for routes in (store, v1, health):
         routes.install(app)
+    app.include_router(__import__("engram.server.channels", fromlist=["routes"]).routes)  # issue #13 (imports app)
+    app.include_router(__import__("engram.server.writer", fromlist=["routes"]).routes)  # issue #14 (imports app)
 
     @app.get("/", include_in_schema=False)
     async def root() -> dict[str, Any]:

@@ -40,6 +40,9 @@ class ServerConfig:
         index_delay: seconds after a write when a background thread brings the branch's search index up
             to date (None: the next search does it).
         vector_cache: a file of embeddings shared by every tenant store (see :func:`engram.open`).
+        writer_extractor / writer_interval / writer_policy: the memory writer of ``/v1/conversations`` (issue
+            #14): ``offline``, ``openai:<model>@<url>`` or None (runs gated); every N completed assistant turns;
+            ``auto`` (merge each run) or ``review`` (leave its branch for approve/reject).
     """
 
     store: str | None = None
@@ -53,6 +56,9 @@ class ServerConfig:
     max_tenants: int = MAX_OPEN
     index_delay: float | None = 0.2
     vector_cache: str | None = None
+    writer_extractor: str | None = "offline"
+    writer_interval: int = 2
+    writer_policy: str = "auto"
 
     def open_options(self) -> dict[str, Any]:
         """Keyword arguments every store of this server is opened with."""

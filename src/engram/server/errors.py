@@ -27,6 +27,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from engram import errors
 from engram.errors import (
     AmbiguousRefError,
     AuthenticationError,
@@ -82,6 +83,25 @@ STATUS: dict[type[EngramError], tuple[int, str]] = {
     ConfigError: (500, "config_error"),
     EngramError: (500, "engram_error"),
 }
+# channels (issue #13): each under its base class's status, with its own code
+STATUS.update({
+    errors.ChannelNotFoundError: (404, "channel_not_found"),
+    errors.AgentNotFoundError: (404, "agent_not_found"),
+    errors.MessageNotFoundError: (404, "message_not_found"),
+    errors.InvalidChannelNameError: (422, "invalid_channel_name"),
+    errors.InvalidConfidenceError: (422, "invalid_confidence"),
+    errors.ContentTooLargeError: (422, "content_too_large"),
+    errors.NotAMemberError: (403, "not_a_member"),
+    errors.DirectMessageBlockedError: (403, "dm_blocked"),
+    errors.ChannelExistsError: (409, "channel_exists"),
+    errors.ChannelArchivedError: (409, "channel_archived"),
+})  # fmt: skip
+# the memory writer (issue #14): a model server that failed is a bad gateway, not the caller's mistake
+STATUS.update({
+    errors.WriterError: (502, "writer_model_error"),
+    errors.StaleMemoryError: (409, "stale_memory"),
+    errors.RunInFlightError: (409, "run_in_flight"),
+})  # fmt: skip
 
 #: Codes of errors that do not come from engram's library (raised by the server or the framework).
 HTTP_CODES = {

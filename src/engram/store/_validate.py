@@ -84,7 +84,7 @@ def namespace_pattern(ns: Sequence[str] | Any, what: str = "prefix") -> tuple[st
 
 
 def key(k: Any) -> str:
-    """Check an item key: a string (an int is converted, as LangGraph does)."""
+    """Check an item key: a string (an int is converted, as LangGraph does); ``""`` is a key too, at every door."""
     if isinstance(k, int) and not isinstance(k, bool):
         return str(k)
     if not isinstance(k, str):

@@ -13,6 +13,8 @@ from datetime import timedelta
 from functools import partial
 from typing import Any, Literal, TypeVar
 
+from engram.embed import Embedder
+from engram.index.docs import Phases
 from engram.maintenance import FsckReport, GcReport
 from engram.objects import Commit
 from engram.store import _validate
@@ -228,12 +230,18 @@ class AsyncMemory:
         return await self._run(self.memory.count, namespace_prefix)  # type: ignore[no-any-return]
 
     @twin(Memory.update_index)
-    async def aupdate_index(self) -> None:
-        await self._run(self.memory.update_index)
+    async def aupdate_index(self, phases: Phases | None = None) -> None:
+        await self._run(self.memory.update_index, phases)
 
     @twin(Memory.reindex)
-    async def areindex(self, progress: Callable[[int], None] | None = None) -> int:
-        return await self._run(self.memory.reindex, progress)  # type: ignore[no-any-return]
+    async def areindex(
+        self,
+        progress: Callable[[int], None] | None = None,
+        *,
+        embedder: Embedder | str | None = None,
+        phases: Phases | None = None,
+    ) -> int:
+        return await self._run(partial(self.memory.reindex, progress, embedder=embedder, phases=phases))  # type: ignore[no-any-return]
 
     @twin(Memory.sweep_expired)
     async def asweep_expired(self) -> int:
@@ -305,12 +313,14 @@ class AsyncMemory:
         return await self._run(self.memory.merge, source, strategy=strategy, message=message, author=author)  # type: ignore[no-any-return]
 
     @twin(Memory.revert)
-    async def arevert(self, ref: Ref, *, strategy: Strategy = "fail", author: str | None = None) -> Commit:
-        return await self._run(self.memory.revert, ref, strategy=strategy, author=author)  # type: ignore[no-any-return]
+    async def arevert(
+        self, ref: Ref, *, strategy: Strategy = "fail", author: str | None = None, message: str | None = None
+    ) -> Commit:
+        return await self._run(self.memory.revert, ref, strategy=strategy, author=author, message=message)  # type: ignore[no-any-return]
 
     @twin(Memory.reset)
-    async def areset(self, ref: Ref) -> None:
-        await self._run(self.memory.reset, ref)
+    async def areset(self, ref: Ref, *, author: str | None = None, message: str | None = None) -> None:
+        await self._run(self.memory.reset, ref, author=author, message=message)
 
     @twin(Memory.gc)
     async def agc(

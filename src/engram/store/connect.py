@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from engram.backends import ChunkStore, LruChunkStore, MemoryChunkStore, MemoryRefStore, RefStore, open_sqlite
-from engram.embed import Embedder, embedder_from_spec
+from engram.embed import Embedder
 from engram.errors import ConfigError, RefNotFoundError
 from engram.index.cache import MemoryVectorCache, SqliteVectorCache, VectorCache
 from engram.repo import Repository
 from engram.store.aio import AsyncMemory
-from engram.store.indexing import IndexPool
+from engram.store.indexing import IndexPool, choose_embedder
 from engram.store.memory import Memory
 from engram.store.ops import TTLConfig
 
@@ -50,13 +50,18 @@ def tenant_url(url: str | None, tenant: str) -> str:
     return str(_sqlite_path(url).parent / "tenants" / tenant / DB_NAME)
 
 
+def local_file(url: str | None) -> Path | None:
+    """The SQLite file behind a store URL (None for stores without a local file: memory, PostgreSQL)."""
+    if url == ":memory:" or (url is not None and url.startswith(POSTGRES_SCHEMES)):
+        return None
+    return _sqlite_path(url)
+
+
 def checkout_path(url: str | None) -> Path | None:
     """The file where the CLI remembers a store's checked-out branch (None for stores without a local
     file: memory, PostgreSQL)."""
-    if url == ":memory:" or (url is not None and url.startswith(POSTGRES_SCHEMES)):
-        return None
-    path = _sqlite_path(url)
-    return path.with_name(path.name + ".HEAD")
+    path = local_file(url)
+    return None if path is None else path.with_name(path.name + ".HEAD")
 
 
 def checked_out(url: str | None) -> str:
@@ -236,12 +241,13 @@ def open(
     *,
     branch: str = "main",
     author: str = "engram",
-    embedder: Embedder | str | None = "minilm",
+    embedder: Embedder | str | None = "auto",
     index_fields: Sequence[str] = ("$",),
     ttl: TTLConfig | None = None,
     redis: str | None = None,
     search: Literal["auto", "postgres", "local"] = "auto",
     vector_cache: str | Path | VectorCache | None = None,
+    reembed: bool = False,
 ) -> Memory:
     """Open a memory store and return a :class:`Memory` handle on ``branch``.
 
@@ -250,8 +256,11 @@ def open(
             ``postgresql://user@host/db?repo=<tenant>`` (the schema is migrated on first open).
         branch: the branch the handle reads and writes.
         author: recorded on every commit the handle makes (overridable per write).
-        embedder: ``"minilm"`` (the offline default), ``"hashing"``, ``"openai:<model>@<base url>"``,
-            an :class:`~engram.embed.Embedder`, or ``None`` for keyword-only search.
+        embedder: ``"auto"`` (the default: the embedder the store records, else ``"minilm"``, the offline
+            model), ``"minilm"``, ``"hashing"``, ``"openai:<model>@<base url>"``, an
+            :class:`~engram.embed.Embedder`, or ``None`` for keyword-only search. A store records the embedder
+            its vectors were first made with; opening it with another raises
+            :class:`~engram.embed.EmbedderMismatchError` (see ``reembed`` and :meth:`Memory.reindex`).
         index_fields: which parts of each value are searchable (LangGraph paths; ``$`` = all text).
         ttl: TTL settings in minutes: ``{"default_ttl": 1440, "refresh_on_read": True, "sweep_interval_minutes": 5}``.
         redis: a Redis URL to cache a PostgreSQL store's chunks and refs (also ``?redis=`` in its URL).
@@ -261,6 +270,8 @@ def open(
         vector_cache: where embeddings are cached by (model, text): None keeps them in the store itself;
             a file path shares one cache between every store that names it (see :func:`shared_vector_cache`);
             or a :class:`~engram.index.cache.VectorCache`.
+        reembed: accept an embedder other than the one the store records, and record it instead: every index
+            is then built with it, re-embedding every item (``reindex`` does it at once, with progress).
 
     Examples:
         >>> mem = engram.open(":memory:", embedder="hashing")
@@ -269,7 +280,7 @@ def open(
     repo, cache, snapshots, pg_refs = _open(url, redis)
     if vector_cache is not None:
         cache = shared_vector_cache(vector_cache) if isinstance(vector_cache, str | Path) else vector_cache
-    chosen = embedder_from_spec(embedder) if isinstance(embedder, str) else embedder
+    chosen = choose_embedder(repo, embedder, reembed=reembed)
     pool = IndexPool(repo, embedder=chosen, fields=index_fields, cache=cache, snapshots=snapshots)
     if pg_refs is not None and search != "local":
         from engram.store.pgsearch import PgSearch, has_pgvector
@@ -287,17 +298,18 @@ async def aopen(
     *,
     branch: str = "main",
     author: str = "engram",
-    embedder: Embedder | str | None = "minilm",
+    embedder: Embedder | str | None = "auto",
     index_fields: Sequence[str] = ("$",),
     ttl: TTLConfig | None = None,
     redis: str | None = None,
     search: Literal["auto", "postgres", "local"] = "auto",
     vector_cache: str | Path | VectorCache | None = None,
+    reembed: bool = False,
 ) -> AsyncMemory:
     """Async :func:`open` (same options): an :class:`AsyncMemory` whose concurrent calls coalesce into one
     commit per event-loop tick."""
     memory = await asyncio.to_thread(
         open, url, branch=branch, author=author, embedder=embedder, index_fields=index_fields, ttl=ttl, redis=redis,
-        search=search, vector_cache=vector_cache,
+        search=search, vector_cache=vector_cache, reembed=reembed,
     )  # fmt: skip
     return AsyncMemory(memory)

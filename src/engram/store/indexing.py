@@ -16,17 +16,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engram.embed.base import Embedder
+from engram.embed.base import Embedder, EmbedderMismatchError, embedder_spec
+from engram.errors import ConfigError
 from engram.hashing import ChunkId
 from engram.index.cache import VectorCache
-from engram.index.docs import DocIndex, make_doc
+from engram.index.docs import DocIndex, Phases, make_doc
 from engram.index.engine import Overlay
 from engram.index.keyword import OverlayStats
 from engram.repo import Repository
 
 if TYPE_CHECKING:
     from engram.store.pgsearch import PgSearch
-from engram.tree import diff_trees
+from engram.tree import build_tree, diff_trees, get
 
 #: An overlay is used while at most this many items (or this share of the index) differ.
 OVERLAY_MIN = 2_000
@@ -36,7 +37,75 @@ TEMP_INDEXES = 2
 SAVE_AFTER = 5_000
 SAVE_SHARE = 0.2
 
+#: The ref that records which embedder a store's vectors come from (a one-leaf tree: spec and model id).
+EMBEDDER_REF = "meta/embedder"
+
 _log = logging.getLogger(__name__)
+
+
+def recorded_embedder(repo: Repository) -> tuple[str, str] | None:
+    """The (spec, model id) of the embedder the store records, or None when it records none yet."""
+    root = repo.refs.get(EMBEDDER_REF)
+    if root is None:
+        return None
+    spec, model = get(repo.nodes, root, b"spec"), get(repo.nodes, root, b"model")
+    return None if spec is None or model is None else (spec.decode(), model.decode())
+
+
+def record_embedder(repo: Repository, embedder: Embedder, *, replace: bool = False) -> None:
+    """Record ``embedder`` as the store's (first use; ``replace=True`` for an explicit re-embed)."""
+    old = repo.refs.get(EMBEDDER_REF)
+    if old is not None and not replace:
+        return
+    entries = [(b"model", embedder.model_id.encode()), (b"spec", embedder_spec(embedder).encode())]
+    root = build_tree(repo.nodes, entries)
+    if root != old:
+        repo.refs.set(EMBEDDER_REF, root, old, reason=f"embedder: {embedder_spec(embedder)}")
+
+
+# Embedders made for "auto", one per spec: every store (every tenant of a server) that records the same
+# embedder shares one loaded model.
+_AUTO: dict[str, Embedder] = {}
+_AUTO_LOCK = threading.Lock()
+
+
+def _shared_embedder(spec: str) -> Embedder:
+    from engram.embed import embedder_from_spec
+
+    with _AUTO_LOCK:
+        found = _AUTO.get(spec)
+        if found is None:
+            found = _AUTO[spec] = embedder_from_spec(spec)
+        return found
+
+
+def choose_embedder(repo: Repository, embedder: Embedder | str | None, *, reembed: bool = False) -> Embedder | None:
+    """The embedder a store opens with: ``"auto"`` is the one it records (else MiniLM); another one than it
+    records raises :class:`EmbedderMismatchError` unless ``reembed`` (then it is recorded instead)."""
+    from engram.embed import embedder_from_spec
+
+    if embedder is None:
+        return None
+    found = recorded_embedder(repo)
+    if embedder == "auto":
+        spec, model = found if found is not None else ("minilm", "")
+        try:
+            made = _shared_embedder(spec)
+        except ConfigError:
+            raise ConfigError(
+                f"this store was indexed with {model!r}, which no embedder spec names: pass that embedder to "
+                "engram.open(embedder=...)"
+            ) from None
+        if found is not None and made.model_id != model:
+            raise EmbedderMismatchError(model, made.model_id)
+        return made
+    chosen = embedder_from_spec(embedder) if isinstance(embedder, str) else embedder
+    if found is not None and found[1] != chosen.model_id:
+        if not reembed:
+            raise EmbedderMismatchError(found[0], embedder_spec(chosen))
+        record_embedder(repo, chosen, replace=True)
+    return chosen
+
 
 # id(repo) -> its pool, for as long as some handle keeps the pool (and so the repository) alive. Keyed
 # by id, not weakly by the repository: a pool refers to its repository, so a weak key would never die.
@@ -66,7 +135,27 @@ class IndexPool:
         self._temp: OrderedDict[ChunkId, DocIndex] = OrderedDict()
         self._overlays: OrderedDict[tuple[ChunkId, ChunkId], Overlay] = OrderedDict()
         self._lock = threading.Lock()
+        self._recorded = False
         _POOLS[id(repo)] = self
+
+    def use_embedder(self, embedder: Embedder | None) -> None:
+        """Switch to another embedder (an explicit re-embed): forget every index, record the new one."""
+        with self._lock:
+            self.embedder = embedder
+            self._branches.clear()
+            self._temp.clear()
+            self._overlays.clear()
+        if self.sql is not None:
+            self.sql.embedder = embedder
+        if embedder is not None:
+            record_embedder(self.repo, embedder, replace=True)
+            self._recorded = True
+
+    def note_embedded(self) -> None:
+        """Record the pool's embedder as the store's, once vectors were made with it (first use)."""
+        if not self._recorded and self.embedder is not None:
+            record_embedder(self.repo, self.embedder)
+            self._recorded = True
 
     @classmethod
     def for_repository(cls, repo: Repository) -> IndexPool:
@@ -101,13 +190,15 @@ class IndexPool:
             return None  # absent, built differently, or its root was garbage-collected
         return found
 
-    def head(self, branch: str, root: ChunkId) -> DocIndex:
+    def head(self, branch: str, root: ChunkId, phases: Phases | None = None) -> DocIndex:
         """The branch's index, synced to ``root`` (its head); saved once enough has changed."""
         index = self.index(branch)
         with index.lock:
-            index.sync(root)
+            index.sync(root, phases=phases)
             if index.unsaved >= max(SAVE_AFTER, int(len(index) * SAVE_SHARE)):
                 self._save(branch, index)
+        if not self._recorded and index.vectors is not None and index.vectors.count:
+            self.note_embedded()
         return index
 
     def _save(self, branch: str, index: DocIndex) -> None:
@@ -120,12 +211,14 @@ class IndexPool:
             _log.warning("could not save the search index of %s to %s: %s", branch, path, exc)
 
     def save(self) -> None:
-        """Save every branch index that changed since its last snapshot (on close)."""
+        """Save every branch index that changed since its last snapshot, or whose vector graph grew a lot
+        (on close)."""
         with self._lock:
             branches = list(self._branches.items())
         for branch, index in branches:
             with index.lock:
-                if index.unsaved:
+                graph = index.vectors.unsaved if index.vectors is not None else 0
+                if index.unsaved or graph >= max(SAVE_AFTER, int(len(index) * SAVE_SHARE)):
                     self._save(branch, index)
 
     def past(self, branch: str, root: ChunkId) -> tuple[DocIndex, Overlay | None]:
@@ -183,10 +276,17 @@ class IndexPool:
                 self._temp.popitem(last=False)
         return index
 
-    def rebuild(self, branch: str, root: ChunkId, progress: Callable[[int], None] | None = None) -> DocIndex:
+    def rebuild(
+        self,
+        branch: str,
+        root: ChunkId,
+        progress: Callable[[int], None] | None = None,
+        phases: Phases | None = None,
+    ) -> DocIndex:
         """Drop the branch's index and build it again from ``root`` (``engram reindex``)."""
         index = self._new()
-        index.sync(root, progress)
+        index.sync(root, progress, phases)
+        self.note_embedded()
         with self._lock:
             self._branches[branch] = index
         with index.lock:

@@ -13,9 +13,10 @@ from typing import Any, Literal
 
 from engram import codec
 from engram.backends.base import now_ms
+from engram.embed import Embedder, embedder_from_spec
 from engram.errors import InvalidInputError
 from engram.hashing import ChunkId
-from engram.index.docs import DocIndex
+from engram.index.docs import DocIndex, Phases
 from engram.objects import Commit, Record, decode_record, encode_record
 from engram.repo import Repository
 from engram.store import _validate
@@ -109,22 +110,32 @@ class Memory(Reader, Versioned):
     def _search_index(self) -> tuple[DocIndex, Overlay | None]:
         return self.pool.head(self._branch, self._root()), None
 
-    def update_index(self) -> None:
+    def update_index(self, phases: Phases | None = None) -> None:
         """Bring this branch's search index up to date with its head now, embedding what changed, so the next
         search does not pay for it (a server does this in the background after writes; the CLI's import
-        does it before returning). Cheap when nothing changed."""
+        does it before returning). Cheap when nothing changed. ``phases`` gets ``(phase, done, total)`` as
+        items are indexed (``"index"``) and their vectors found or embedded (``"embed"``)."""
         root = self._root()
         if self.pool.sql is not None and self.pool.sql.ensure(self._branch, root):
             return
-        self.pool.head(self._branch, root)
+        self.pool.head(self._branch, root, phases)
 
-    def reindex(self, progress: Callable[[int], None] | None = None) -> int:
-        """Rebuild this branch's search index from scratch, re-embedding what the vector cache lacks
-        (e.g. after a model change); ``progress`` gets the number of items done since its last call.
-        Returns the number of items indexed."""
+    def reindex(
+        self,
+        progress: Callable[[int], None] | None = None,
+        *,
+        embedder: Embedder | str | None = None,
+        phases: Phases | None = None,
+    ) -> int:
+        """Rebuild this branch's search index from scratch, re-embedding what the vector cache lacks; return the
+        number of items indexed. ``progress`` gets the number of items read since its last call; ``phases``
+        gets ``(phase, done, total)`` through reading (``"index"``) and embedding (``"embed"``). ``embedder``
+        switches the store to another embedder (recorded as the store's from now on) and re-embeds."""
+        if embedder is not None:
+            self.pool.use_embedder(embedder_from_spec(embedder) if isinstance(embedder, str) else embedder)
         if self.pool.sql is not None:
             return self.pool.sql.rebuild(self._branch, self._root(), progress)
-        return len(self.pool.rebuild(self._branch, self._root(), progress))
+        return len(self.pool.rebuild(self._branch, self._root(), progress, phases))
 
     def handle(self, branch: str | None = None, *, author: str | None = None, read_only: bool | None = None) -> Memory:
         """Another handle on the same store (sharing its indexes), e.g. on another branch, as another author,

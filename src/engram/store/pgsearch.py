@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from engram.hashing import ChunkId
-from engram.index.pgengine import ANN_CANDIDATES, SEARCH_MIGRATIONS, PgEngine, PreFilter, has_pgvector
+from engram.index.pgengine import EXACT_BELOW, SEARCH_MIGRATIONS, PgEngine, PreFilter, has_pgvector
 from engram.store.filters import And, Compare, Filter, Nor, Not, Or, compile_filter
 from engram.store.item import SearchResults
 from engram.store.ops import SearchOp
@@ -26,6 +26,12 @@ class PgSearch(PgEngine):
         """Run a search at the branch head ``root`` in PostgreSQL; None when it must run in process."""
         spec = engine_request(request)
         found = self.query(branch, root, spec, now, prefilter(request.filter))
+        return None if found is None else results(found)
+
+    def search_past(self, branch: str, root: ChunkId, request: SearchOp, now: int) -> SearchResults | None:
+        """Run a search at any version ``root`` from ``branch``'s head rows (minus what differs, plus the past
+        versions of those items); None when it must run in process."""
+        found = self.query_past(branch, root, engine_request(request), now, prefilter(request.filter))
         return None if found is None else results(found)
 
 
@@ -110,4 +116,4 @@ def _number(value: Any) -> bool:
     return _numeric(value) and -EXACT_LIMIT < value < EXACT_LIMIT
 
 
-__all__ = ["ANN_CANDIDATES", "SEARCH_MIGRATIONS", "PgSearch", "has_pgvector", "prefilter"]
+__all__ = ["EXACT_BELOW", "SEARCH_MIGRATIONS", "PgSearch", "has_pgvector", "prefilter"]

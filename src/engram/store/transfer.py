@@ -12,6 +12,16 @@ index settings exactly::
 Timestamps are UTC milliseconds. An import writes every item in one commit on the target branch;
 embeddings made by the same model as the target store's are put in its vector cache, so nothing is
 embedded again.
+
+With history (:func:`export_history`, issue #15) the header says ``"history": true`` and names every branch and
+tag; then each commit, parents before children, is a line followed by the changes it made to its first parent
+(one item line each, or ``{"namespace", "key", "deleted": true}``)::
+
+    {"commit": "9f0c...", "tree": "41aa...", "parents": ["77d1..."], "time": 1763800000000,
+     "author": "agent:onboarding", "message": "remember prefs", "metadata": {}, "changes": 1}
+
+:func:`import_history` replays them with their original authors, times, messages and metadata; trees are
+history-independent, so the replayed commits get the very ids they had.
 """
 
 from __future__ import annotations
@@ -23,13 +33,15 @@ from typing import IO, Any
 import numpy as np
 
 from engram import codec
-from engram.errors import InvalidInputError
+from engram.errors import ConflictError, InvalidInputError
+from engram.hashing import ChunkId
 from engram.index.cache import MemoryVectorCache, VectorCache, embed_through, text_hash
 from engram.index.paths import document_text
-from engram.objects import Commit, Record, decode_record, encode_record
+from engram.objects import Commit, Record, decode_record, encode_commit, encode_record
+from engram.repo import HEADS, TAGS, Repository
 from engram.store import _validate
 from engram.store.memory import Memory
-from engram.tree import count, iter_entries
+from engram.tree import count, empty_tree, iter_entries, mutate
 
 FORMAT = 1
 #: Items per vector-cache write while importing.
@@ -74,17 +86,7 @@ def export_items(
             for (i, _), found in zip(wanted, embed_through(embedder, _cache(memory), texts), strict=True):
                 vectors[i] = [round(float(x), 7) for x in found]
         for ((ns, key), record), vector in zip(records, vectors, strict=True):
-            line: dict[str, Any] = {
-                "namespace": list(ns),
-                "key": key,
-                "value": record.value,
-                "created_at": record.created_at,
-                "updated_at": record.updated_at,
-                "expires_at": record.expires_at,
-                "author": record.author,
-                "sources": list(record.sources),
-                "extra": record.extra,
-            }
+            line = _item_line(ns, key, record)
             if vector is not None:
                 line["embedding"] = vector
             out.write(json.dumps(line, ensure_ascii=False) + "\n")
@@ -141,6 +143,179 @@ def import_items(
     with memory.transaction(message or f"import {len(edits)} item(s)") as tx:
         tx.edits.update(edits)
     return len(edits), tx.commit
+
+
+def _item_line(ns: tuple[str, ...], key: str, record: Record) -> dict[str, Any]:
+    return {
+        "namespace": list(ns),
+        "key": key,
+        "value": record.value,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "expires_at": record.expires_at,
+        "author": record.author,
+        "sources": list(record.sources),
+        "extra": record.extra,
+    }
+
+
+def is_history(first_line: str) -> bool:
+    """True when the first line of an export is the header of an export with history."""
+    try:
+        data = json.loads(first_line)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(data, dict) and data.get("engram") == "export" and data.get("history") is True
+
+
+def export_history(repo: Repository, out: IO[str], *, progress: Progress | None = None) -> int:
+    """Write every commit reachable from every branch and tag, parents first, each with the changes it made;
+    returns how many commits. ``progress`` is called with the number of commits written since its last call."""
+    branches, tags = repo.branches(), repo.tags()
+    order = _parents_first(repo, [*branches.values(), *tags.values()])
+    header = {"engram": "export", "format": FORMAT, "history": True, "commits": len(order),
+              "branches": {n: c.hex() for n, c in branches.items()},
+              "tags": {n: c.hex() for n, c in tags.items()}}  # fmt: skip
+    out.write(json.dumps(header) + "\n")
+    for commit in order:
+        changes = list(repo.changes(commit))
+        line = {"commit": commit.id.hex(), "tree": commit.tree.hex(), "parents": [p.hex() for p in commit.parents],
+                "time": commit.time, "author": commit.author, "message": commit.message,
+                "metadata": commit.metadata, "changes": len(changes)}  # fmt: skip
+        out.write(json.dumps(line, ensure_ascii=False) + "\n")
+        for change in changes:
+            ns, key = codec.decode_key(change.key)
+            if change.new is None:
+                item: dict[str, Any] = {"namespace": list(ns), "key": key, "deleted": True}
+            else:
+                item = _item_line(ns, key, decode_record(change.new))
+            out.write(json.dumps(item, ensure_ascii=False) + "\n")
+        if progress is not None:
+            progress(1)
+    return len(order)
+
+
+def _parents_first(repo: Repository, starts: list[ChunkId]) -> list[Commit]:
+    order: list[Commit] = []
+    done: set[ChunkId] = set()
+    stack: list[tuple[ChunkId, bool]] = [(cid, False) for cid in reversed(list(dict.fromkeys(starts)))]
+    while stack:
+        cid, expanded = stack.pop()
+        if cid in done:
+            continue
+        commit = repo.commit(cid)
+        if expanded:
+            done.add(cid)
+            order.append(commit)
+            continue
+        stack.append((cid, True))
+        stack.extend((p, False) for p in reversed(commit.parents) if p not in done)
+    return order
+
+
+def import_history(
+    repo: Repository, lines: Iterable[str], *, force: bool = False, progress: Progress | None = None
+) -> tuple[int, int]:
+    """Replay an export with history into ``repo``: every commit with its original author, time, message and
+    metadata, then its branches and tags. A branch that exists must be the store's empty first commit or in the
+    imported history (it fast-forwards), unless ``force``; a tag that exists must agree. Returns (commits,
+    commits whose replayed id is the exported one). A malformed line raises :class:`InvalidInputError` naming it;
+    refs move last, so a failed import leaves only unreferenced chunks (``gc`` collects them)."""
+    ids: dict[str, ChunkId] = {}
+    header: dict[str, Any] | None = None
+    pending: dict[str, Any] | None = None
+    edits: dict[bytes, bytes | None] = {}
+    same = 0
+
+    def finish() -> None:
+        nonlocal same
+        if pending is None:
+            return
+        if len(edits) != pending["changes"]:
+            raise InvalidInputError(
+                f"commit {pending['commit']}: {len(edits)} change lines, expected {pending['changes']}"
+            )
+        try:
+            parents = tuple(ids[p] for p in pending["parents"])
+        except KeyError as exc:
+            raise InvalidInputError(f"commit {pending['commit']}: parent {exc} comes later or not at all") from None
+        base = repo.commit(parents[0]).tree if parents else empty_tree(repo.nodes)
+        writer = repo.nodes.writer()
+        tree = mutate(repo.nodes, base, edits, writer)
+        cid, data = encode_commit(tree, parents, pending["time"], pending["author"], pending["message"],
+                                  pending["metadata"] or None)  # fmt: skip
+        writer.pending[cid] = data
+        writer.flush()
+        ids[pending["commit"]] = cid
+        same += cid.hex() == pending["commit"]
+        if progress is not None:
+            progress(1)
+
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidInputError(f"line {number}: not JSON ({exc.msg})") from None
+        if header is None:
+            header = _header(data, number)
+            if header.get("history") is not True:
+                raise InvalidInputError("this export has no history: import it without --with-history")
+        elif isinstance(data, dict) and "commit" in data:
+            finish()
+            pending, edits = _commit_line(data, number), {}
+        elif pending is None:
+            raise InvalidInputError(f"line {number}: a change before any commit line")
+        elif isinstance(data, dict) and data.get("deleted") is True:
+            try:
+                key = codec.encode_key(_validate.namespace(tuple(data["namespace"])), _validate.key(data["key"]))
+            except (KeyError, TypeError, InvalidInputError) as exc:
+                raise InvalidInputError(f"line {number}: malformed deletion ({exc})") from None
+            edits[key] = None
+        else:
+            key, record, _ = _item(data, number)
+            edits[key] = encode_record(record)
+    finish()
+    if header is None:
+        raise InvalidInputError("empty file: not an engram export")
+    _move_imported_refs(repo, header, ids, force)
+    return len(ids), same
+
+
+def _commit_line(data: dict[str, Any], number: int) -> dict[str, Any]:
+    try:
+        checked = {"commit": str(data["commit"]), "parents": [str(p) for p in data["parents"]],
+                   "time": int(data["time"]), "author": str(data["author"]), "message": str(data["message"]),
+                   "changes": int(data["changes"]), "metadata": dict(data.get("metadata") or {})}  # fmt: skip
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InvalidInputError(f"line {number}: malformed commit line ({exc})") from None
+    return checked
+
+
+def _move_imported_refs(repo: Repository, header: dict[str, Any], ids: dict[str, ChunkId], force: bool) -> None:
+    wanted: dict[str, ChunkId] = {}
+    for prefix, field in ((HEADS, "branches"), (TAGS, "tags")):
+        for name, old in (header.get(field) or {}).items():
+            if old not in ids:
+                raise InvalidInputError(f"{field[:-1]} {name!r} points at commit {old}, which the file lacks")
+            wanted[prefix + name] = ids[old]
+    moves: dict[str, tuple[ChunkId | None, ChunkId]] = {}
+    for ref, new in wanted.items():
+        current = repo.refs.get(ref)
+        if current == new:
+            continue
+        if current is not None and not force:
+            first = repo.commit(current)
+            movable = ref.startswith(HEADS) and (
+                (not first.parents and first.tree == empty_tree(repo.nodes)) or repo.is_ancestor(current, new)
+            )
+            if not movable:
+                raise ConflictError(f"{ref} exists here with other history; import into a new store (or force)")
+        moves[ref] = (current, new)
+    for ref, (current, new) in moves.items():
+        if not repo.refs.set(ref, new, current, reason="import with history"):
+            raise ConflictError(f"{ref} moved during the import; run it again")
 
 
 def _header(data: Any, number: int) -> dict[str, Any]:

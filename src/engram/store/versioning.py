@@ -128,7 +128,7 @@ class Versioned:
         """Delete a branch."""
         self.check_writable()
         if name == self._branch:
-            raise ConflictError(f"cannot delete {name!r}: this handle has it checked out; checkout another first")
+            raise ConflictError(f"cannot delete {name!r}: it is the branch in use; switch to another branch first")
         self.repo.delete_branch(name, self.author)
 
     def tags(self) -> dict[str, str]:
@@ -181,19 +181,24 @@ class Versioned:
             )
         return commit
 
-    def revert(self, ref: Ref, *, strategy: Strategy = "fail", author: str | None = None) -> Commit:
-        """Undo what one commit changed, with a new commit on this branch (by ``author``, default the handle's)."""
+    def revert(
+        self, ref: Ref, *, strategy: Strategy = "fail", author: str | None = None, message: str | None = None
+    ) -> Commit:
+        """Undo what one commit changed, with a new commit on this branch (by ``author``, default the handle's;
+        ``message`` defaults to ``revert <id>: <its message>``)."""
         self.check_writable()
-        _validate.provenance(author)
+        _validate.provenance(author, message)
         target = self.repo.resolve(ref, self._branch)
         who = author or self.author
         with item_conflicts():
-            return self.repo.revert(target, self._branch, resolve=_resolver(strategy, who), author=who)
+            return self.repo.revert(target, self._branch, resolve=_resolver(strategy, who), author=who, message=message)
 
-    def reset(self, ref: Ref) -> None:
-        """Move this branch to a version (the old head stays reachable through the reflog)."""
+    def reset(self, ref: Ref, *, author: str | None = None, message: str | None = None) -> None:
+        """Move this branch to a version (the old head stays reachable through the reflog, whose entry records
+        ``author`` and ``message``)."""
         self.check_writable()
-        self.repo.reset(self._branch, self.repo.resolve(ref, self._branch), self.author)
+        _validate.provenance(author, message)
+        self.repo.reset(self._branch, self.repo.resolve(ref, self._branch), author or self.author, message)
 
     def gc(
         self,

@@ -10,6 +10,8 @@ from engram.index.docs import DocIndex
 from engram.objects import Commit
 from engram.repo import Repository
 from engram.store.indexing import IndexPool
+from engram.store.item import SearchResults
+from engram.store.ops import SearchOp
 from engram.store.reader import Reader
 from engram.store.search import Overlay
 
@@ -31,6 +33,11 @@ class View(Reader):
 
     def _search_index(self) -> tuple[DocIndex, Overlay | None]:
         return self._pool.past(self._near, self.commit.tree)
+
+    def _execute(self, request: SearchOp, now: int) -> SearchResults:
+        sql = self._pool.sql  # on PostgreSQL: the branch's head rows minus what differs, plus the past versions
+        found = sql.search_past(self._near, self.commit.tree, request, now) if sql is not None else None
+        return found if found is not None else super()._execute(request, now)
 
     def put(self, *args: Any, **kwargs: Any) -> None:
         """Views are read-only."""

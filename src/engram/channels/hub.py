@@ -1,0 +1,314 @@
+"""The channels service over one memory handle: registration, the write path, permissions and events.
+
+Every operation is one commit (a strict transaction): its items and the events it emits are written
+together or not at all. Every write also advances the event counter, so two writers racing on the same
+branch conflict and the loser retries on the new head: the event log has one order and no gaps.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from engram.backends.base import now_ms
+from engram.channels import _layout as layout
+from engram.channels.model import Agent, Channel, Discoverability, DmPolicy, Event
+from engram.errors import (
+    AgentNotFoundError,
+    ChannelExistsError,
+    ChannelNotFoundError,
+    InvalidInputError,
+    MergeConflictError,
+    PermissionDeniedError,
+)
+from engram.store import Memory
+from engram.store.ops import GetOp
+from engram.store.reader import Reader
+
+if TYPE_CHECKING:
+    from engram.channels.actor import Actor
+    from engram.store.memory import Transaction
+
+T = TypeVar("T")
+#: How often a write that lost a race with another writer is retried on the new head.
+MAX_ATTEMPTS = 50
+#: The longest message or note, in characters, unless the service is configured otherwise.
+MAX_CONTENT = 32_000
+#: The largest metadata (or session context) object, in characters of JSON.
+MAX_METADATA = 32_000
+DM_POLICIES = ("open", "restricted", "closed")
+DISCOVERABILITY = ("public", "project", "private")
+
+
+class Writer:
+    """The items and events of one operation, buffered in one transaction."""
+
+    def __init__(self, tx: Transaction, actor: str) -> None:
+        self.tx = tx
+        self.actor = actor
+        self.now = now_ms()
+        self._counters: dict[str, Any] | None = None
+        self._buckets: dict[str, dict[str, Any]] = {}
+        self.events: list[Event] = []
+
+    def get(self, namespace: tuple[str, ...], key: str) -> dict[str, Any] | None:
+        """The value at (namespace, key) as this operation sees it (its own writes included)."""
+        item = self.tx.get(namespace, key)
+        return None if item is None else dict(item.value)
+
+    def put(self, namespace: tuple[str, ...], key: str, value: dict[str, Any], text: bool = False) -> None:
+        """Write an item; only messages and notes (``text=True``) are searchable, by their ``text`` field."""
+        self.tx.put(namespace, key, value, ["text"] if text else False, ttl=None)
+
+    def delete(self, namespace: tuple[str, ...], key: str) -> None:
+        """Delete an item."""
+        self.tx.delete(namespace, key)
+
+    def emit(self, topic: str, channel: str | None = None, message: str | None = None, **data: Any) -> Event:
+        """Append an event to the log, in this operation's commit (into the bucket of its sequence number)."""
+        if self._counters is None:
+            self._counters = self.get(layout.STATE, layout.COUNTERS) or {"events": 0}
+        self._counters["events"] += 1
+        seq = self._counters["events"]
+        value = {"seq": seq, "topic": topic, "actor": self.actor, "time": self.now, "channel": channel,
+                 "message": message, "data": data}  # fmt: skip
+        key = layout.seq_key(layout.bucket_of(seq))
+        bucket = self._buckets.get(key) or self.get(layout.EVENTS, key) or {"events": []}
+        bucket["events"].append(value)
+        self._buckets[key] = bucket
+        self.put(layout.EVENTS, key, bucket)
+        self.put(layout.STATE, layout.COUNTERS, self._counters)
+        event = Event.from_value(value)
+        self.events.append(event)
+        return event
+
+
+class Channels:
+    """Channels, direct messages and notes for a team of agents, stored in ``memory``'s branch.
+
+    Register projects and agents here; act as an agent with :meth:`as_agent`. Doors (HTTP, MCP) decide who
+    the agent is from the caller's API key, never from an argument.
+    """
+
+    def __init__(self, memory: Memory, *, max_content: int = MAX_CONTENT, max_metadata: int = MAX_METADATA) -> None:
+        self.memory = memory
+        self.max_content = max_content
+        self.max_metadata = max_metadata
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ the write path
+
+    def write(self, actor: str, message: str, operation: Callable[[Writer], T]) -> T:
+        """Run ``operation`` in one commit as ``actor``; retry it on the new head when another writer won."""
+        for attempt in range(MAX_ATTEMPTS):
+            try:
+                with self._lock, self.memory.transaction(f"channels: {message}", author=actor) as tx:
+                    result = operation(Writer(tx, actor))
+                return result
+            except MergeConflictError:
+                if attempt == MAX_ATTEMPTS - 1:
+                    raise
+                time.sleep(random.uniform(0.0005, 0.002 * (attempt + 1)))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # ------------------------------------------------------------------ registration
+
+    def create_project(self, project: str, *, name: str = "", description: str = "") -> str:
+        """Register a project (its id is stable: a name following the channel name rules); return its id."""
+        pid = layout.check_project(project)
+
+        def op(w: Writer) -> str:
+            if w.get(layout.PROJECTS, pid) is not None:
+                raise ChannelExistsError(f"project {pid!r} exists")
+            w.put(layout.PROJECTS, pid, {"name": name or pid, "description": description, "time": w.now})
+            w.emit("project.created", project=pid)
+            return pid
+
+        return self.write("engram", f"create project {pid}", op)
+
+    def register_agent(
+        self,
+        agent: str,
+        *,
+        project: str | None = None,
+        description: str = "",
+        dm_policy: DmPolicy = "open",
+        allow: Sequence[str] = (),
+        block: Sequence[str] = (),
+        discoverability: Discoverability = "public",
+        opt_out: Sequence[str] = (),
+    ) -> Agent:
+        """Register an agent (of ``project``, or global when None); it joins the default channels in its
+        scope except those named in ``opt_out``."""
+        aid = layout.check_name(agent, "agent id")
+        if dm_policy not in DM_POLICIES:
+            raise InvalidInputError(f"dm_policy must be one of {', '.join(DM_POLICIES)}, got {dm_policy!r}")
+        if discoverability not in DISCOVERABILITY:
+            raise InvalidInputError(f"discoverability must be one of {', '.join(DISCOVERABILITY)}")
+        value = {"project": project, "description": description, "status": "active", "dm_policy": dm_policy,
+                 "allow": sorted(set(allow)), "block": sorted(set(block)), "discoverability": discoverability,
+                 "opted_out": sorted(set(opt_out))}  # fmt: skip
+
+        opted_out = set(opt_out)
+
+        def op(w: Writer) -> Agent:
+            if project is not None and w.get(layout.PROJECTS, project) is None:
+                raise ChannelNotFoundError(f"unknown project {project!r}: create it first")
+            if w.get(layout.AGENTS, aid) is not None:
+                raise ChannelExistsError(f"agent {aid!r} is registered")
+            w.put(layout.AGENTS, aid, value)
+            w.emit("agent.registered", agent=aid, project=project)
+            for channel in self.list_channels_raw():
+                wanted = channel.default and not channel.archived and channel.id not in opted_out
+                if wanted and (channel.scope == "global" or channel.project == project):
+                    join(w, channel, aid, ("send", "invite", "leave"))
+            return Agent.from_value(aid, value)
+
+        return self.write(aid, f"register agent {aid}", op)
+
+    def as_agent(self, agent: str, *, read_all_notes: bool = False) -> Actor:
+        """Act as a registered agent. ``read_all_notes`` (the ``notes:read-all`` scope) lets it peek at other
+        agents' notes; every peek is recorded in the event log."""
+        from engram.channels.actor import Actor
+
+        return Actor(self, self.agent(agent), read_all_notes=read_all_notes)
+
+    def bind_key(self, key_id: str, agents: Sequence[str], *, read_all_notes: bool = False) -> None:
+        """Let API key ``key_id`` act as ``agents`` (one: always that agent; several: the caller names one of
+        them per request). ``read_all_notes`` grants the ``notes:read-all`` scope (every use is audited)."""
+        if not isinstance(key_id, str) or not key_id or isinstance(agents, str) or not agents:
+            raise InvalidInputError("bind a key id to a non-empty list of agent ids")
+        for agent in agents:
+            self.agent(agent)
+        value = {"agents": sorted(set(agents)), "read_all_notes": bool(read_all_notes)}
+
+        def op(w: Writer) -> None:
+            w.put(layout.KEYS, key_id, value)
+            w.emit("key.bound", key=key_id, agents=value["agents"], read_all_notes=value["read_all_notes"])
+
+        self.write("engram", f"bind key {key_id}", op)
+
+    def actor_for_key(self, key_id: str | None, agent: str | None = None) -> Actor:
+        """The actor an API key makes: the agent it is bound to, or the one it names among those it may act for.
+
+        ``key_id=None`` is a server without keys (local development: nobody is authenticated, so the caller
+        names the agent). A key bound to no agent may not act on channels at all."""
+        if key_id is None:
+            if agent is None:
+                raise PermissionDeniedError("name the agent you act as (X-Engram-Agent)", code="agent_required")
+            return self.as_agent(agent)
+        item = self.memory.get(layout.KEYS, key_id)
+        if item is None:
+            raise PermissionDeniedError(f"API key {key_id} is bound to no agent: bind it first",
+                                        code="agent_forbidden")  # fmt: skip
+        allowed, read_all = list(item.value["agents"]), bool(item.value["read_all_notes"])
+        if agent is None and len(allowed) == 1:
+            agent = allowed[0]
+        if agent is None or agent not in allowed:
+            raise PermissionDeniedError(f"API key {key_id} may act as {', '.join(allowed)} only, not {agent!r}",
+                                        code="agent_forbidden")  # fmt: skip
+        return self.as_agent(agent, read_all_notes=read_all)
+
+    def actor_for_author(self, author: str, agent: str | None = None) -> Actor:
+        """The actor a handle's author makes: ``key:<id>`` (the author of an API key's handle, see
+        :attr:`engram.ops.access.Principal.author`) acts through the key's binding; any other author is a local,
+        unauthenticated caller acting as ``agent``, or as the agent the author names."""
+        if author.startswith("key:"):
+            return self.actor_for_key(author.removeprefix("key:"), agent)
+        return self.as_agent(agent or author)
+
+    # ------------------------------------------------------------------ reads
+
+    def reader(self, at: Any = None) -> Reader:
+        """The memory at ``at`` (a ref, time or commit id), or the live head."""
+        return self.memory if at is None else self.memory.at(at)
+
+    def agent(self, agent: str, reader: Reader | None = None) -> Agent:
+        """A registered agent; :class:`AgentNotFoundError` when there is none."""
+        item = (reader or self.memory).get(layout.AGENTS, agent) if isinstance(agent, str) and agent else None
+        if item is None:
+            raise AgentNotFoundError(f"no agent {agent!r} is registered")
+        return Agent.from_value(agent, item.value)
+
+    def agents(self) -> list[Agent]:
+        """Every registered agent (unfiltered: an actor's ``list_agents`` applies discoverability)."""
+        return [Agent.from_value(i.key, i.value) for i in self.memory.iter_items(layout.AGENTS)]
+
+    def projects(self) -> list[str]:
+        """Every project id."""
+        return [item.key for item in self.memory.iter_items(layout.PROJECTS)]
+
+    def channel(self, channel_id: str, reader: Reader | None = None) -> Channel:
+        """A channel by id; :class:`ChannelNotFoundError` when there is none."""
+        item = (reader or self.memory).get(layout.CHANNELS, channel_id) if channel_id else None
+        if item is None:
+            raise ChannelNotFoundError(f"no channel {channel_id!r}")
+        return Channel.from_value(channel_id, item.value)
+
+    def list_channels_raw(self, reader: Reader | None = None) -> list[Channel]:
+        """Every channel, DM and notes channel (no permission applied)."""
+        return [Channel.from_value(i.key, i.value) for i in (reader or self.memory).iter_items(layout.CHANNELS)
+                if len(i.namespace) == 2]  # fmt: skip
+
+    # ------------------------------------------------------------------ events
+
+    def last_event(self) -> int:
+        """The cursor of the newest event (0 when there is none)."""
+        item = self.memory.get(layout.STATE, layout.COUNTERS)
+        return 0 if item is None else int(item.value["events"])
+
+    def read_events(self, after: int = 0, *, limit: int = 100, topics: Sequence[str] | None = None) -> list[Event]:
+        """Events after cursor ``after``, oldest first (at most ``limit`` of them, before topic filtering).
+
+        Works from any process: the log is items in the store, read by direct lookups of dense keys."""
+        if not isinstance(after, int) or after < 0:
+            raise InvalidInputError(f"the event cursor must be a non-negative integer, got {after!r}")
+        last = min(self.last_event(), after + max(1, limit))
+        if last <= after:
+            return []
+        buckets = range(layout.bucket_of(after + 1), layout.bucket_of(last) + 1)
+        found = self.memory.batch([GetOp(layout.EVENTS, layout.seq_key(b), False) for b in buckets])
+        values = [v for item in found if item is not None for v in item.value["events"] if after < v["seq"] <= last]
+        return [e for e in map(Event.from_value, values) if topic_matches(e.topic, topics)]
+
+    def subscribe(
+        self,
+        topics: Sequence[str] | None = None,
+        after: int | None = None,
+        *,
+        poll: float = 0.02,
+        timeout: float | None = None,
+        accept: Callable[[Event], bool] | None = None,
+    ) -> Iterator[Event]:
+        """Yield events as they are written (by this or any other process), polling by cursor.
+
+        ``after`` is the cursor to resume from (None: only events from now on); ``topics`` are glob patterns
+        (``message.*``); the iterator ends after ``timeout`` seconds (None: never)."""
+        cursor = self.last_event() if after is None else after
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while deadline is None or time.monotonic() < deadline:
+            batch = self.read_events(cursor, limit=200)
+            for event in batch:
+                cursor = event.seq
+                if topic_matches(event.topic, topics) and (accept is None or accept(event)):
+                    yield event
+            if not batch:
+                time.sleep(poll)
+
+
+def topic_matches(topic: str, topics: Sequence[str] | None) -> bool:
+    """True when ``topic`` matches one of the glob patterns (every topic when None)."""
+    return topics is None or any(fnmatch.fnmatchcase(topic, pattern) for pattern in topics)
+
+
+def join(w: Writer, channel: Channel, agent: str, capabilities: Sequence[str]) -> None:
+    """Make ``agent`` a member of ``channel`` (no check: callers check permissions)."""
+    if w.get(layout.members_ns(channel.id), agent) is not None:
+        return
+    w.put(layout.members_ns(channel.id), agent, {"capabilities": list(capabilities), "muted": False, "read": 0})
+    w.put(layout.memberships_ns(agent), channel.id, {"time": w.now})
+    w.emit("member.joined", channel.id, agent=agent)

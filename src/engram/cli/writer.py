@@ -1,0 +1,194 @@
+"""``engram writer``: feed conversations to the background memory writer and review its runs (issue #14).
+
+The writer's settings (extractor, interval, policy) are options of the group, given on each call; runs happen
+in the command's own process (``append`` runs the writer when the turn makes a run due).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+
+from engram.cli._common import emit, friendly, opened_url, out, plural, store_of, when
+from engram.store.connect import local_file
+from engram.writer import MemoryWriter, extractor_from_spec
+from engram.writer.writer import Decision
+
+
+@click.group()
+@click.option("--extractor", default="offline", show_default=True,
+              help="offline (no model server), or openai:<model>@<base url> (any OpenAI-compatible server; the key "
+                   "from OPENAI_API_KEY).")  # fmt: skip
+@click.option("--interval", default=2, show_default=True, help="Completed assistant turns between runs (1..50).")
+@click.option("--policy", type=click.Choice(["auto", "review"]), default="auto", show_default=True,
+              help="auto: merge each run at once; review: leave it on a branch for approve/reject.")  # fmt: skip
+@click.option("--traces", type=click.Path(file_okay=False, path_type=Path),
+              help="Where failed runs leave their traces (default: writer-traces beside the store).")  # fmt: skip
+@click.pass_context
+def writer(ctx: click.Context, extractor: str, interval: int, policy: str, traces: Path | None) -> None:
+    """The background memory writer: conversations in, reviewed memories out.
+
+    \b
+    Examples:
+      engram writer append chat-1 user "I moved to Lyon last month." --target users/alice
+      engram writer append chat-1 assistant "Noted, Lyon it is."
+      engram writer status users/alice
+      engram writer --policy review run-now users/alice
+      engram writer runs users/alice
+      engram writer approve users/alice RUN_ID
+    """
+    ctx.obj["writer_options"] = {"extractor": extractor, "interval": interval, "policy": policy, "traces": traces}
+
+
+@contextmanager
+def _writer(ctx: click.Context, *, create: bool = False) -> Iterator[MemoryWriter]:
+    options = ctx.obj["writer_options"]
+    mem = store_of(ctx, create=create)
+    traces = options["traces"]
+    if traces is None and (found := local_file(opened_url(ctx))) is not None:
+        traces = found.parent / "writer-traces"
+    made = MemoryWriter(mem, extractor=extractor_from_spec(options["extractor"]), interval=options["interval"],
+                        policy=options["policy"], background=False, trace_dir=traces)  # fmt: skip
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+@writer.command()
+@click.argument("conversation")
+@click.argument("role", type=click.Choice(["user", "assistant", "system", "tool"]))
+@click.argument("text")
+@click.option("--target", help="The namespace the conversation's memories go to (starts a new conversation).")
+@click.option("--message-id", help="The message's id (default: <conversation>-<n>); memories cite it as a source.")
+@click.option("--aborted", is_flag=True, help="The turn did not complete (it never counts towards a run).")
+@click.pass_context
+@friendly
+def append(ctx: click.Context, conversation: str, role: str, text: str, target: str | None, message_id: str | None,
+           aborted: bool) -> None:  # fmt: skip
+    """Append a turn to CONVERSATION; a completed assistant turn may make a run due, which runs now."""
+    with _writer(ctx, create=True) as made:
+        if target is not None:
+            made.start_conversation(conversation, target.replace("/", "."))
+        appended = made.append(conversation, role, text, message_id=message_id,
+                               status="aborted" if aborted else "completed")  # fmt: skip
+        out.print(f"appended {escape(appended.turn.message_id)} to {escape(conversation)}")
+        _decision(appended.decision, made.interval)
+
+
+def _decision(decision: Decision, interval: int) -> None:
+    if decision.run is not None:
+        _run_line(decision.run)
+    elif decision.action == "skipped":
+        out.print(f"writer skipped: {escape(decision.reason or '')}")
+    elif decision.action == "waiting":
+        out.print(f"writer waits: {decision.pending} of {interval} completed assistant turns since its last run")
+
+
+def _run_line(run: dict[str, Any]) -> None:
+    review = f" on {run['branch']} (review with approve/reject)" if run.get("branch") else ""
+    trace = f", trace {run['trace']}" if run.get("trace") else ""
+    error = f": {run['error']}" if run.get("error") else ""
+    started = when(run["started_at"]) if isinstance(run.get("started_at"), int) else "?"
+    actions = plural(int(run.get("actions") or 0), "action")
+    out.print(escape(f"run {run['id']} {run['outcome']}{error}{review}: {actions}, "
+                     f"{float(run.get('duration_ms') or 0):.0f} ms, started {started}{trace}"))  # fmt: skip
+
+
+@writer.command()
+@click.argument("target")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@friendly
+def status(ctx: click.Context, target: str, as_json: bool) -> None:
+    """TARGET's scheduling state: pending turns, the run in flight, watermarks and the last run."""
+    with _writer(ctx) as made:
+        found = made.status(target.replace("/", "."))
+    if as_json:
+        emit(found)
+        return
+    out.print(escape(f"target {found['target']}: {found['pending_turns']} of {found['interval']} completed assistant "
+                     f"turns pending, policy {found['policy']}, model {found['model']}"))  # fmt: skip
+    lease = found["in_flight"]
+    if lease is not None:
+        state = "expired: the next turn runs it again" if lease.get("expired") else "running"
+        out.print(escape(f"run {lease.get('run_id')} in flight by {lease.get('owner')} ({state})"))
+    for conversation, mark in found["watermarks"].items():
+        out.print(escape(f"  {conversation}: processed up to {mark.get('message_id') or '(nothing yet)'}"))
+    if found["last_run"]:
+        _run_line(found["last_run"])
+
+
+@writer.command()
+@click.argument("target")
+@click.option("--limit", "-n", type=int, default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+@friendly
+def runs(ctx: click.Context, target: str, limit: int, as_json: bool) -> None:
+    """TARGET's last runs, newest first: outcome, actions, duration and trace."""
+    with _writer(ctx) as made:
+        found = made.runs(target.replace("/", "."), limit)
+    if as_json:
+        emit(found)
+        return
+    if not found:
+        out.print(f"no runs on {escape(target)} yet")
+    for run in found:
+        _run_line(run)
+
+
+@writer.command()
+@click.argument("target")
+@click.argument("run_id")
+@click.pass_context
+@friendly
+def show(ctx: click.Context, target: str, run_id: str) -> None:
+    """One run's record as JSON (its commit: `engram show COMMIT`)."""
+    with _writer(ctx) as made:
+        emit(made.run(target.replace("/", "."), run_id))
+
+
+@writer.command()
+@click.argument("target")
+@click.argument("run_id")
+@click.option("--strategy", type=click.Choice(["fail", "ours", "theirs", "newest"]), default="fail",
+              show_default=True, help="How to decide memories both the run and the branch changed.")  # fmt: skip
+@click.pass_context
+@friendly
+def approve(ctx: click.Context, target: str, run_id: str, strategy: str) -> None:
+    """Merge a run's review branch and delete it."""
+    with _writer(ctx) as made:
+        record = made.approve(target.replace("/", "."), run_id, strategy=strategy)
+    out.print(escape(f"approved run {run_id}: merged as {str(record.get('merge'))[:10]}"))
+
+
+@writer.command()
+@click.argument("target")
+@click.argument("run_id")
+@click.pass_context
+@friendly
+def reject(ctx: click.Context, target: str, run_id: str) -> None:
+    """Drop a run's review branch (its turns stay processed)."""
+    with _writer(ctx) as made:
+        made.reject(target.replace("/", "."), run_id)
+    out.print(escape(f"rejected run {run_id}: its branch is deleted"))
+
+
+@writer.command(name="run-now")
+@click.argument("target")
+@click.pass_context
+@friendly
+def run_now(ctx: click.Context, target: str) -> None:
+    """Run the writer on TARGET now, whatever the interval (nothing new: says so)."""
+    with _writer(ctx) as made:
+        decision = made.run_now(target.replace("/", "."))
+    if decision.run is None and decision.action == "skipped" and decision.reason == "nothing_new":
+        out.print(f"nothing to do: no new turns for {escape(target)}")
+        return
+    _decision(decision, ctx.obj["writer_options"]["interval"])

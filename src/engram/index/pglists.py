@@ -1,0 +1,166 @@
+"""The sorted lists a PostgreSQL search reads (:mod:`engram.index.pgquery`), how deep, and when to stop.
+
+Each list is sorted by a value that bounds part of an item's score: a query term's postings by impact
+(BM25's term weight without idf, computed at the branch's reference average length), the nearest
+vectors by cosine, the newest items by ``updated_at``, the most confident by confidence. An item on no
+list scores at most what the lists' last values allow (:meth:`Lists.bound`; Fagin's threshold
+algorithm). A term list that is short is read whole at once (it is then *closed*: every item holding
+the term was read). Each further round deepens, fourfold, the open lists that weigh most in the bound,
+so a common term (small idf) is not read deep when rarer terms decide the page.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from engram.index import keyword
+from engram.index.ranking import KEYWORD_WEIGHT, SEMANTIC_WEIGHT, ModePlan, Ranking, Request, recency_score
+
+#: Items read from each list in the first round (at least twice the page).
+FIRST_DEPTH = 64
+#: Nearest vectors read in the first round of a filtered search.
+FIRST_FILTERED = 16
+#: A term list this short (or up to 4x its depth) is read whole in one go.
+FULL_LIST = 512
+#: Slack on the bound for float rounding (scores themselves are exact).
+SLACK = 1e-4
+#: List ids besides the query terms' (0, 1, ...); FRESH: the vectors not in the HNSW index yet, read exactly.
+VECTOR, NEWEST, CONFIDENT, FRESH = -1, -2, -3, -4
+
+
+class Lists:
+    """The lists of one search: their depths, and the bound on what an unread item could score."""
+
+    def __init__(
+        self,
+        terms: list[str],
+        plan: ModePlan,
+        request: Request,
+        stats: keyword.Stats,
+        *,
+        exact: bool,
+        excluded: int,
+        filtered: bool,
+    ) -> None:
+        self.terms = terms
+        self.mode = plan.mode
+        self.vector = plan.vector
+        #: Whether the vectors are scanned exactly (a small branch) rather than through the HNSW index.
+        self.exact = exact
+        self.profile = request.profile
+        self.newest = request.profile.recency > 0
+        self.confident = request.profile.confidence > 0
+        self.stats = stats
+        self.idf = [stats.idf(t) for t in terms]
+        self.ideal = keyword.ideal(self.idf)
+        first = max(FIRST_DEPTH, 2 * (request.offset + request.limit))
+        # a term's postings in the head rows, at most (a past overlay may have taken some out of the stats)
+        self.sizes = [stats.frequency(t) + excluded for t in terms]
+        self.depths: dict[int, int] = {i: self._term_depth(i, first) for i in range(len(terms))}
+        if self.vector is not None:
+            # A filtered HNSW scan walks past the items the filter rejects, and costs: a semantic search starts
+            # it at the page's size; a hybrid one reads the nearest vectors unfiltered (the filter then applies
+            # to the items read, and the last cosine still bounds every unread item).
+            semantic_filtered = filtered and self.mode == "semantic"
+            self.depths[VECTOR] = (
+                max(FIRST_FILTERED, 2 * (request.offset + request.limit)) if semantic_filtered else first
+            )
+        if self.newest:
+            self.depths[NEWEST] = first
+        if self.confident:
+            self.depths[CONFIDENT] = first
+        self.open: set[int] = set()
+        self.last: dict[int, float] = {}
+
+    def _term_depth(self, i: int, depth: int) -> int:
+        size = self.sizes[i]
+        return size + 1 if size <= max(FULL_LIST, 4 * depth) else depth
+
+    def any(self) -> bool:
+        """Whether any list can hold an item with evidence (a query term or a vector)."""
+        return bool(self.terms) or self.vector is not None
+
+    def read(self, summary: dict[int, tuple[int, float]]) -> None:
+        """Take in what a round read: per list, how many items and the last value."""
+        self.last = {i: v for i, (_, v) in summary.items()}
+        self.open = {i for i, (n, _) in summary.items() if n >= self.depths.get(i, self.depths.get(VECTOR, 0))}
+        nearest = [last for i, last in self.last.items() if i in (VECTOR, FRESH) and i in self.open]
+        if nearest:  # the two vector lists bound the cosine of an unread item together
+            self.open.add(VECTOR)
+            self.last[VECTOR] = max(nearest)
+        else:
+            self.open.discard(VECTOR)
+
+    def cosine_cap(self) -> float:
+        """The highest cosine an item off the vector lists can have (0 when they hold every vector)."""
+        return self.last[VECTOR] if VECTOR in self.open else 0.0
+
+    def bound(self, ref: float, now: int) -> float:
+        """The best score an item on no list could have (-inf when every item with evidence was read)."""
+        open_, last = self.open, self.last
+        if (self.newest and NEWEST not in open_) or (self.confident and CONFIDENT not in open_):
+            return -math.inf  # a complete list of the items in scope: every item was read
+        kw_open = any(i in open_ for i in range(len(self.terms)))
+        vec_open = VECTOR in open_
+        similarity = 0.0
+        if self.mode == "keyword":
+            if not kw_open:
+                return -math.inf
+            similarity = self._keyword(ref)
+        elif self.mode == "semantic":
+            if not vec_open:
+                return -math.inf
+            similarity = max(last[VECTOR], 0.0)
+        else:
+            if not (kw_open or vec_open):
+                return -math.inf
+            cosine = max(last[VECTOR], 0.0) if vec_open else 0.0
+            similarity = KEYWORD_WEIGHT * self._keyword(ref) + SEMANTIC_WEIGHT * cosine
+        p = self.profile
+        confidence = last[CONFIDENT] if self.confident else 1.0
+        recency = 1.0
+        if self.newest:
+            recency = float(recency_score(np.asarray([int(last[NEWEST])], np.int64), now, p.half_life_hours)[0])
+        return p.similarity * similarity + p.confidence * confidence + p.recency * recency + SLACK
+
+    def _contributions(self, ref: float) -> dict[int, float]:
+        """Each open term list's share of the bound's BM25: idf x (impact bound at the current length)."""
+        stretch = max(1.0, self.stats.avgdl / ref) if ref > 0 else 1.0  # impacts were computed at length ``ref``
+        return {i: self.idf[i] * stretch * self.last[i] for i in range(len(self.terms)) if i in self.open}
+
+    def _keyword(self, ref: float) -> float:
+        kw = sum(self._contributions(ref).values()) * (1 + SLACK) + SLACK
+        return math.tanh(kw / self.ideal) if self.ideal > 0 and kw > SLACK else 0.0
+
+    def deepen(self, ref: float) -> None:
+        """Read further next round: the open term lists that weigh at least a quarter of the heaviest one,
+        the vector list when it weighs as much as those or no term list is open, and the others."""
+        contributions = self._contributions(ref)
+        heaviest = max(contributions.values(), default=0.0)
+        grown = False
+        for i, weight in contributions.items():
+            if weight >= heaviest / 4:
+                self.depths[i] = self._term_depth(i, 4 * self.depths[i])
+                grown = True
+        if VECTOR in self.open:
+            semantic = SEMANTIC_WEIGHT * max(self.last[VECTOR], 0.0)
+            keyword_part = KEYWORD_WEIGHT * self._keyword(ref)
+            if self.mode == "semantic" or not grown or semantic >= keyword_part / 4:
+                self.depths[VECTOR] *= 4
+        for i in (NEWEST, CONFIDENT):
+            if i in self.open:
+                self.depths[i] *= 4
+
+    def settled(self, ranking: Ranking, chosen: list[int], request: Request, bound: float) -> bool:
+        """No unread item can enter the page: the page is full and its last item beats the bound, or the
+        bound is under ``min_score``, or nothing unread has evidence."""
+        if bound == -math.inf or request.limit <= 0:
+            return True
+        if request.min_score is not None and bound < request.min_score:
+            return True
+        return len(chosen) >= request.limit and ranking.score(chosen[-1]) > bound
+
+
+__all__ = ["CONFIDENT", "FIRST_DEPTH", "FRESH", "FULL_LIST", "NEWEST", "SLACK", "VECTOR", "Lists"]

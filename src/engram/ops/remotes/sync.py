@@ -1,0 +1,338 @@
+"""Moving history between repositories: copy the chunks the other side lacks, then move refs by compare-and-swap.
+
+The same copy serves ``push`` (local -> remote), ``fetch`` and ``clone`` (remote -> local), backups and
+restores. It walks down from the refs being sent and stops at every chunk the receiving side already has,
+so a second push after a small change copies a few chunks, not the store. That stop is sound because every
+copy writes children before parents (tree levels bottom up, then commits parents first): a chunk that is
+there has everything under it there, even after an interrupted copy. ``thorough=True`` walks everything
+instead and checks each chunk (for a receiving side whose chunks were deleted by hand).
+
+Refs move last and by compare-and-swap, so an interrupted copy leaves the receiving side as it was plus
+unreferenced chunks (which a later copy reuses and a sweep may collect).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from engram.backends.base import ChunkStore, RefStore
+from engram.errors import ChunkNotFoundError, ConflictError, RefNotFoundError
+from engram.hashing import ChunkId
+from engram.objects import decode_commit, is_commit
+from engram.repo import HEADS, TAGS, Repository
+from engram.tree import decode_node, empty_tree
+
+#: Ref namespaces a push of everything sends: branches, tags and the store's records (its embedder).
+SHARED = (HEADS, TAGS, "meta/")
+#: Chunks per write batch (the bucket parallelises inside a batch).
+BATCH = 512
+#: Commits read ahead along a run of new commits, to ask the receiving side about them at once.
+READ_AHEAD = 1_000
+#: Bytes of chunks kept in memory between finding and writing them; past it they are read again.
+HOLD_BYTES = 256 * 1024 * 1024
+
+#: ``progress(phase, done, total)``: ``phase`` is "finding" (chunks examined) or "copying" (chunks written).
+Progress = Callable[[str, int, int | None], None]
+
+
+@dataclass
+class TransferReport:
+    """What a copy did: chunks and bytes copied, chunks the receiving side already had, and the refs."""
+
+    chunks: int = 0
+    bytes: int = 0
+    present: int = 0
+    updated: dict[str, tuple[ChunkId | None, ChunkId]] = field(default_factory=dict)
+    unchanged: list[str] = field(default_factory=list)
+    rejected: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when no ref was refused."""
+        return not self.rejected
+
+
+@dataclass
+class _Plan:
+    nodes: dict[int, list[ChunkId]] = field(default_factory=dict)
+    commits: dict[ChunkId, tuple[ChunkId, ...]] = field(default_factory=dict)
+    held: dict[ChunkId, bytes] = field(default_factory=dict)
+    held_bytes: int = 0
+    present: int = 0
+    bytes: int = 0
+
+    def order(self) -> list[list[ChunkId]]:
+        """Groups to write one after the other, children before parents: tree levels bottom up, then commits
+        parents first. A group may be written in parallel: none of its chunks is under another."""
+        groups = [self.nodes[level] for level in sorted(self.nodes)]
+        done: set[ChunkId] = set()
+        pending = dict(self.commits)
+        while pending:
+            ready = [cid for cid, parents in pending.items() if all(p in done or p not in pending for p in parents)]
+            for cid in ready:
+                del pending[cid]
+                done.add(cid)
+            groups.append(ready)
+        return groups
+
+
+@dataclass(frozen=True)
+class CopyPlan:
+    """The chunks a copy must write, in ``groups`` to write in turn (children before parents), the bytes of those
+    kept in memory (``held``), how many reachable chunks the target already had, and the bytes to write."""
+
+    groups: list[list[ChunkId]]
+    held: dict[ChunkId, bytes]
+    present: int
+    bytes: int
+
+    @property
+    def chunks(self) -> int:
+        """How many chunks the copy writes."""
+        return sum(map(len, self.groups))
+
+
+def plan_copy(
+    source: ChunkStore, target: ChunkStore, starts: Iterable[ChunkId], *, thorough: bool = False,
+    known: Collection[ChunkId] = (), progress: Progress | None = None,
+) -> CopyPlan:  # fmt: skip
+    """What copying everything reachable from ``starts`` into ``target`` would write (nothing is written).
+
+    ``known`` are commits the target is known to have (its ref values): the walk does not ask about them, and
+    a run of new commits is read ahead along its parents up to them, so it costs one question, not one each.
+    """
+    plan = _Plan()
+    seen: set[ChunkId] = set()
+    wave = list(dict.fromkeys(starts))
+    read: dict[ChunkId, bytes] = {}
+    examined = 0
+    while wave:
+        seen.update(wave)
+        asked = wave if thorough else [cid for cid in wave if cid not in known]
+        missing = target.has_many(asked)
+        plan.present += len(wave) - len(missing)
+        descend = asked if thorough else [cid for cid in asked if cid in missing]
+        following: list[ChunkId] = []
+        for i in range(0, len(descend), BATCH):
+            batch = descend[i : i + BATCH]
+            found = {cid: read.pop(cid) for cid in batch if cid in read}
+            found.update(source.get_many([cid for cid in batch if cid not in found]))
+            for cid in batch:
+                data = found.get(cid)
+                if data is None:
+                    raise ChunkNotFoundError(f"chunk {cid.hex()} is missing from the sending side; run fsck there")
+                children, parents = _classify(plan, cid, data, cid in missing)
+                following.extend(children)
+                following.extend(_read_ahead(source, parents, seen, known, read))
+            examined += len(batch)
+            if progress is not None:
+                progress("finding", examined, None)
+        wave = [cid for cid in dict.fromkeys(following) if cid not in seen]
+    return CopyPlan(plan.order(), plan.held, plan.present, plan.bytes)
+
+
+def _read_ahead(
+    source: ChunkStore, parents: list[ChunkId], seen: set[ChunkId], known: Collection[ChunkId],
+    read: dict[ChunkId, bytes],
+) -> list[ChunkId]:  # fmt: skip
+    """Commits along ``parents`` back to the known ones (at most READ_AHEAD), read once and kept in ``read``."""
+    chain: list[ChunkId] = []
+    todo = [cid for cid in parents if cid not in seen and cid not in known and cid not in read]
+    while todo and len(chain) < READ_AHEAD:
+        found = source.get_many(todo)
+        following: list[ChunkId] = []
+        for cid in todo:
+            data = found.get(cid)
+            if data is None or not is_commit(data):
+                continue  # reported when the walk gets there
+            read[cid] = data
+            chain.append(cid)
+            following.extend(decode_commit(cid, data).parents)
+        todo = [cid for cid in dict.fromkeys(following) if cid not in seen and cid not in known and cid not in read]
+    return chain
+
+
+def _classify(plan: _Plan, cid: ChunkId, data: bytes, missing: bool) -> tuple[list[ChunkId], list[ChunkId]]:
+    """Record a chunk in the plan; returns (its children, those of them that are parent commits)."""
+    parents: list[ChunkId] = []
+    if is_commit(data):
+        commit = decode_commit(cid, data)
+        if missing:
+            plan.commits[cid] = commit.parents
+        parents = list(commit.parents)
+        children = [*commit.parents, commit.tree]
+    else:
+        node = decode_node(cid, data)
+        if missing:
+            plan.nodes.setdefault(node.level, []).append(cid)
+        children = [node.child(i) for i in range(len(node.keys))] if node.level > 0 else []
+    plan.bytes += len(data) if missing else 0
+    if missing and plan.held_bytes + len(data) <= HOLD_BYTES:
+        plan.held[cid] = data
+        plan.held_bytes += len(data)
+    return children, parents
+
+
+def copy_chunks(
+    source: ChunkStore, target: ChunkStore, starts: Iterable[ChunkId], *, thorough: bool = False,
+    known: Collection[ChunkId] = (), progress: Progress | None = None,
+) -> TransferReport:  # fmt: skip
+    """Copy every chunk reachable from ``starts`` that ``target`` lacks (children first); no ref moves.
+    ``known``: commits the target has (see :func:`plan_copy`)."""
+    plan = plan_copy(source, target, starts, thorough=thorough, known=known, progress=progress)
+    held, total = plan.held, plan.chunks
+    report = TransferReport(present=plan.present)
+    batches = [group[i : i + BATCH] for group in plan.groups for i in range(0, len(group), BATCH)]
+    for batch in batches:
+        chunks = {cid: held[cid] for cid in batch if cid in held}
+        reread = [cid for cid in batch if cid not in held]
+        if reread:
+            found = source.get_many(reread)
+            lost = [cid.hex() for cid in reread if cid not in found]
+            if lost:
+                raise ChunkNotFoundError(f"chunk {lost[0]} vanished from the sending side during the copy")
+            chunks.update(found)
+        target.put_many({cid: chunks[cid] for cid in batch})  # returns when durable: the next group may start
+        report.chunks += len(batch)
+        report.bytes += sum(len(chunks[cid]) for cid in batch)
+        if progress is not None:
+            progress("copying", report.chunks, total)
+    return report
+
+
+def move_refs(
+    refs: RefStore, wanted: dict[str, ChunkId], before: dict[str, ChunkId | None], report: TransferReport, *,
+    actor: str, reason: str,
+) -> None:  # fmt: skip
+    """Set each ref of ``wanted`` by compare-and-swap from its value in ``before``; a ref that moved meanwhile
+    is reported as rejected and left alone."""
+    for name, new in wanted.items():
+        old = before.get(name)
+        if old == new:
+            report.unchanged.append(name)
+        elif refs.set(name, new, old, actor=actor, reason=reason):
+            report.updated[name] = (old, new)
+        else:
+            report.rejected[name] = "it changed on the receiving side during the copy; run the command again"
+
+
+def full_names(repo: Repository, names: Sequence[str] | None) -> dict[str, ChunkId]:
+    """The local refs to send: each name as a branch, else a tag, else a full ref name; None: every shared ref."""
+    if names is None:
+        return {name: cid for prefix in SHARED for name, cid in repo.refs.list(prefix).items()}
+    chosen: dict[str, ChunkId] = {}
+    for name in names:
+        for candidate in (HEADS + name, TAGS + name, name):
+            cid = repo.refs.get(candidate)
+            if cid is not None:
+                chosen[candidate] = cid
+                break
+        else:
+            raise RefNotFoundError(f"no branch, tag or ref {name!r} to push")
+    return chosen
+
+
+def push(
+    repo: Repository, remote_chunks: ChunkStore, remote_refs: RefStore, names: Sequence[str] | None = None, *,
+    force: bool = False, thorough: bool = False, actor: str = "engram", progress: Progress | None = None,
+) -> TransferReport:  # fmt: skip
+    """Send refs (branch or tag names; None: every branch, tag and store record) and what they reach.
+
+    A branch moves only forward (its remote head must be in the local history) and a tag never moves, unless
+    ``force``; refused refs are in ``report.rejected`` and their chunks are not sent.
+    """
+    wanted = full_names(repo, names)
+    before: dict[str, ChunkId | None] = {name: remote_refs.get(name) for name in wanted}
+    rejected: dict[str, str] = {}
+    for name, new in wanted.items():
+        why = None if force else _refusal(repo, name, before[name], new)
+        if why is not None:
+            rejected[name] = why
+    sending = {name: cid for name, cid in wanted.items() if name not in rejected}
+    known = set(remote_refs.list(HEADS).values()) | set(remote_refs.list(TAGS).values())
+    report = copy_chunks(repo.chunks, remote_chunks, set(sending.values()), thorough=thorough, known=known,
+                         progress=progress)  # fmt: skip
+    move_refs(remote_refs, sending, before, report, actor=actor, reason="push")
+    report.rejected.update(rejected)
+    return report
+
+
+def _refusal(repo: Repository, name: str, old: ChunkId | None, new: ChunkId) -> str | None:
+    if old is None or old == new or not (name.startswith(HEADS) or name.startswith(TAGS)):
+        return None
+    if name.startswith(TAGS):
+        return "the tag exists on the remote with another commit (tags never move; use --force)"
+    try:
+        ahead = repo.is_ancestor(old, new)
+    except RefNotFoundError:
+        ahead = False
+    if not ahead:
+        return "the remote has commits this store lacks: pull first (or --force to overwrite)"
+    return None
+
+
+def fetch(
+    repo: Repository, remote_chunks: ChunkStore, remote_refs: RefStore, remote_name: str, *,
+    actor: str = "engram", progress: Progress | None = None,
+) -> TransferReport:  # fmt: skip
+    """Copy the remote's branches and tags: branch ``b`` lands as ``remotes/<remote_name>/b`` (tracking refs,
+    which always follow the remote), a tag as a tag (kept if the store has another one of that name)."""
+    heads = remote_refs.list(HEADS)
+    tags = remote_refs.list(TAGS)
+    known = {*repo.refs.list(HEADS).values(), *repo.refs.list(TAGS).values(), *repo.refs.list("remotes/").values()}
+    report = copy_chunks(remote_chunks, repo.chunks, {*heads.values(), *tags.values()}, known=known, progress=progress)
+    tracking = f"remotes/{remote_name}/"
+    wanted = {tracking + name[len(HEADS) :]: cid for name, cid in heads.items()}
+    local_tags = repo.refs.list(TAGS)
+    for name, cid in tags.items():
+        if local_tags.get(name, cid) != cid:
+            report.rejected[name] = "a local tag of that name points at another commit (kept)"
+        else:
+            wanted[name] = cid
+    before: dict[str, ChunkId | None] = {name: repo.refs.get(name) for name in wanted}
+    move_refs(repo.refs, wanted, before, report, actor=actor, reason=f"fetch: {remote_name}")
+    return report
+
+
+def is_fresh(repo: Repository) -> bool:
+    """True when a repository holds nothing but what ``init`` made (a ``main`` at one empty first commit)."""
+    heads = repo.refs.list(HEADS)
+    if set(heads) - {HEADS + "main"} or repo.refs.list(TAGS):
+        return False
+    if not heads:
+        return True
+    first = repo.commit(heads[HEADS + "main"])
+    return not first.parents and first.tree == empty_tree(repo.nodes)
+
+
+def clone_into(
+    repo: Repository, remote_chunks: ChunkStore, remote_refs: RefStore, *, refs: dict[str, ChunkId] | None = None,
+    force: bool = False, thorough: bool = False, actor: str = "engram", progress: Progress | None = None,
+) -> TransferReport:  # fmt: skip
+    """Copy ``refs`` (default: every branch, tag and store record of the remote) into ``repo`` under the same
+    names. Without ``force`` the repository must be fresh (nothing but ``init``'s empty ``main``); with it,
+    those refs are overwritten (their old values stay in the reflog)."""
+    if not force and not is_fresh(repo):
+        raise ConflictError("the target store is not empty: clone or restore into a new store (or use --force)")
+    wanted = refs if refs is not None else {n: c for p in SHARED for n, c in remote_refs.list(p).items()}
+    report = copy_chunks(remote_chunks, repo.chunks, set(wanted.values()), thorough=thorough, progress=progress)
+    before: dict[str, ChunkId | None] = {name: repo.refs.get(name) for name in wanted}
+    move_refs(repo.refs, wanted, before, report, actor=actor, reason="clone")
+    return report
+
+
+__all__ = [
+    "SHARED",
+    "CopyPlan",
+    "Progress",
+    "TransferReport",
+    "clone_into",
+    "copy_chunks",
+    "fetch",
+    "full_names",
+    "is_fresh",
+    "move_refs",
+    "plan_copy",
+    "push",
+]

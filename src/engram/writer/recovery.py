@@ -1,0 +1,92 @@
+"""Recovery of a run that started and never finished (crash, SIGKILL, a lease that ran out).
+
+The new run, holding the lease now, looks at the old run's review branch:
+
+- it holds the old run's commit (metadata ``writer.run``): the work was done. If the commit already reached the
+  memories' branch (the crash came after the merge), or the policy is ``review``, only the watermark moves; with
+  ``auto`` it is merged now. Either way the turns are not extracted twice. Outcome ``recovered``.
+- otherwise (no branch, or a branch without the commit) nothing was published: the branch is dropped, the
+  watermark stays, and the turns are processed by the new run. Outcome ``crashed``, with a trace.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from engram.clock import now_ms
+from engram.errors import EngramError, MergeConflictError
+from engram.repo import HEADS
+from engram.writer.run import branch_name, ours
+from engram.writer.state import Lease, StateStore, Watermark, WriterState
+from engram.writer.traces import write_trace
+
+if TYPE_CHECKING:
+    from engram.writer.writer import MemoryWriter
+
+log = logging.getLogger("engram.writer")
+
+
+def recover(writer: MemoryWriter, store: StateStore, old: Lease, lease: Lease) -> WriterState:
+    """Settle the run ``old`` (see the module docstring) under ``lease``; return the updated state."""
+    repo = writer.mem.repo
+    branch = branch_name(store.target, old.run_id)
+    head = repo.refs.get(HEADS + branch)
+    meta: dict[str, Any] | None = None
+    if head is not None:
+        found = repo.commit(head).metadata.get("writer")
+        if isinstance(found, dict) and found.get("run") == old.run_id:
+            meta = found
+    record: dict[str, Any] = {
+        "id": old.run_id, "target": store.target, "started_at": old.acquired_at, "completed_at": now_ms(),
+        "model": writer.extractor_model, "policy": writer.policy_name, "recovered_by": lease.run_id, "trace": None,
+    }  # fmt: skip
+    if meta is not None and head is not None:
+        merged = repo.is_ancestor(head, repo.head(writer.mem.branch))
+        record.update({"outcome": "recovered", "commit": head.hex(), "conversations": meta.get("conversations", {})})
+        if merged:
+            record.update({"review": None, "branch": None})
+            repo.delete_branch(branch, writer.author)
+        elif writer.policy == "auto":
+            try:
+                commit = writer.mem.merge(branch, strategy="fail", author=writer.author,
+                                          message=f"writer: merge recovered run {old.run_id}")  # fmt: skip
+                record.update({"merge": commit.id.hex(), "review": None, "branch": None})
+                repo.delete_branch(branch, writer.author)
+            except MergeConflictError:
+                record.update({"review": "pending", "branch": branch})
+        else:
+            record.update({"review": "pending", "branch": branch})
+    else:
+        record.update({"outcome": "crashed", "error": "the run started and never finished (its lease expired)"})
+        if head is not None:
+            try:
+                repo.delete_branch(branch, writer.author)
+            except EngramError:
+                log.warning("writer: could not delete the branch of crashed run %s", old.run_id)
+        try:
+            record["trace"] = str(write_trace(writer.traces, {
+                "run": old.run_id, "target": store.target, "model": writer.extractor_model, "outcome": "crashed",
+                "error": record["error"], "started_at": old.acquired_at, "duration_ms": None, "steps": [],
+                "actions": [], "conversations": {}, "owner": old.owner,
+            }))  # fmt: skip
+        except OSError:
+            log.warning("writer: could not write the trace of crashed run %s", old.run_id)
+    check = ours(lease)
+
+    def change(state: WriterState) -> bool:
+        check(state)
+        if meta is not None:
+            for cid, span in dict(meta.get("conversations") or {}).items():
+                mark = state.watermarks.get(cid, Watermark())
+                if int(span.get("to", 0)) > mark.seq:
+                    state.watermarks[cid] = Watermark(int(span["to"]), span.get("last_message"),
+                                                      int(span.get("assistant_turns", 0)))  # fmt: skip
+        previous = state.find(old.run_id) or {}
+        state.record(previous | record)
+        return True
+
+    state = store.update(change, f"run {lease.run_id}: recover run {old.run_id}")
+    log.info("writer recovery: run=%s outcome=%s by=%s", old.run_id, record["outcome"], lease.run_id)
+    writer.metrics.runs.labels(outcome=record["outcome"]).inc()
+    return state

@@ -1,0 +1,318 @@
+"""One run of the memory writer, from planned turns to a commit on a review branch and its merge policy.
+
+The run holds its target's lease (see :mod:`engram.writer.state`) and renews it while it works. Its steps:
+read the new turns of each conversation (after the watermark, plus a window of earlier turns for context),
+cut them into chunks that fit the token budget (a chunk is a step; nothing is dropped), give each step the
+target's relevant memories, let the extractor act on a workspace, commit every action as **one commit** on
+``writer/<target>/<run id>`` (metadata: run id, model, conversations and watermark range), then apply the
+merge policy. The watermark moves only when the run's result is safely committed.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from engram.clock import now_ms
+from engram.errors import EngramError, MergeConflictError, StaleMemoryError, WriterError
+from engram.repo import HEADS
+from engram.writer.conversations import Turn
+from engram.writer.extract import Action, ExtractRequest, Step, Workspace, chunk_turns, render_prompt, tokens
+from engram.writer.state import Lease, StateStore, Watermark, WriterState, slug
+from engram.writer.traces import write_trace
+
+if TYPE_CHECKING:
+    from engram.writer.writer import MemoryWriter
+
+log = logging.getLogger("engram.writer")
+
+#: Outcomes that leave a trace (failures); successes are traced only when asked.
+FAILED = frozenset({"model_error", "timeout", "policy_violation", "conflict", "crashed", "lease_lost", "error"})
+OUTCOMES = ("merged", "review", "rejected", "no_new_memories", "recovered", *sorted(FAILED))
+
+
+class LeaseLostError(EngramError):
+    """The run's lease expired and another process took the target over: this run must not publish."""
+
+
+@dataclass(slots=True)
+class Batch:
+    """The turns one conversation contributes to a run."""
+
+    conversation_id: str
+    new: list[Turn]
+    context: list[Turn]
+    after: Watermark
+
+    def range(self) -> dict[str, Any]:
+        """The watermark range, as recorded in the commit metadata."""
+        return {"from": self.new[0].seq if self.new else self.after.seq, "to": self.after.seq,
+                "first_message": self.new[0].message_id if self.new else None,
+                "last_message": self.after.message_id, "assistant_turns": self.after.assistant_turns}  # fmt: skip
+
+
+@dataclass(slots=True)
+class Plan:
+    """What a run will process."""
+
+    run_id: str
+    target: tuple[str, ...]
+    target_id: str
+    batches: list[Batch] = field(default_factory=list)
+
+    @property
+    def turns(self) -> list[Turn]:
+        """Every new turn, conversation by conversation."""
+        return [t for b in self.batches for t in b.new]
+
+    @property
+    def context(self) -> list[Turn]:
+        """Every context turn."""
+        return [t for b in self.batches for t in b.context]
+
+
+def branch_name(target_id: str, run_id: str) -> str:
+    """The review branch of a run: ``writer/<target>/<run id>``."""
+    return f"writer/{slug(target_id)}/{run_id}"
+
+
+class Heartbeat:
+    """Renews a run's lease every third of its time to live, and notices when it was lost."""
+
+    def __init__(self, store: StateStore, lease: Lease, ttl_ms: int) -> None:
+        self.store, self.lease, self.ttl_ms = store, lease, ttl_ms
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="engram-writer-lease", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.ttl_ms / 3000):
+            try:
+                self.renew()
+            except LeaseLostError:
+                self.lost = True
+                return
+            except EngramError:  # the store hiccuped: try again at the next beat; expiry is the backstop
+                continue
+
+    def renew(self) -> None:
+        """Extend the lease now; raise :class:`LeaseLostError` when it is no longer ours."""
+
+        def extend(state: WriterState) -> bool:
+            held = state.lease
+            if held is None or held.run_id != self.lease.run_id or held.owner != self.lease.owner:
+                raise LeaseLostError(f"run {self.lease.run_id} lost its lease on {self.store.target}")
+            state.lease = Lease(held.run_id, held.owner, held.acquired_at, now_ms() + self.ttl_ms)
+            return True
+
+        self.store.update(extend, f"renew lease of run {self.lease.run_id}")
+
+
+def ours(lease: Lease) -> Callable[[WriterState], None]:
+    """A check that the state's lease is still ``lease`` (raises :class:`LeaseLostError` otherwise)."""
+
+    def check(state: WriterState) -> None:
+        held = state.lease
+        if held is None or held.run_id != lease.run_id or held.owner != lease.owner:
+            raise LeaseLostError(f"run {lease.run_id} lost its lease")
+
+    return check
+
+
+class Run:
+    """Executes one planned run for a :class:`~engram.writer.MemoryWriter` (see the module docstring)."""
+
+    def __init__(self, writer: MemoryWriter, plan: Plan, store: StateStore, lease: Lease, started_at: int) -> None:
+        self.writer = writer
+        self.plan = plan
+        self.store = store
+        self.lease = lease
+        self.started_at = started_at
+        self.clock = time.perf_counter()
+        self.steps: list[Step] = []
+        self.actions: list[Action] = []
+        self.model_ms = 0.0
+        self.record: dict[str, Any] = {
+            "id": plan.run_id, "target": plan.target_id, "started_at": started_at, "model": writer.extractor_model,
+            "conversations": {b.conversation_id: b.range() for b in plan.batches}, "policy": writer.policy_name,
+        }  # fmt: skip
+
+    # ------------------------------------------------------------------ steps
+
+    def _extract(self, workspace: Workspace) -> None:
+        writer, plan = self.writer, self.plan
+        chunks = chunk_turns(plan.turns, writer.turn_budget_tokens)
+        context = plan.context
+        for index, chunk in enumerate(chunks):
+            query = " ".join(t.text for t in chunk)[:2000]
+            memories = writer.memory_notes(plan.target, query, writer.memory_budget_tokens, workspace)
+            prompt = render_prompt(plan.target, memories, context, chunk, writer.instructions, index, len(chunks))
+            request = ExtractRequest(plan.target, tuple(chunk), tuple(context), tuple(memories), writer.instructions,
+                                     prompt, index, len(chunks))  # fmt: skip
+            step = Step(index, prompt)
+            self.steps.append(step)
+            workspace.step = step
+            workspace.allowed_sources = request.message_ids
+            started = time.perf_counter()
+            try:
+                writer.extractor.extract(request, workspace)  # type: ignore[union-attr]
+            except Exception as exc:
+                step.error = f"{type(exc).__name__}: {exc}"
+                raise
+            finally:
+                step.duration_ms = (time.perf_counter() - started) * 1000
+                self.model_ms += sum(float(c.get("duration_ms", 0.0)) for c in step.model_calls)
+            context = (context + chunk)[-writer.context_turns :] if writer.context_turns else []
+
+    def _attempt(self, heartbeat: Heartbeat) -> tuple[str, str | None, str | None]:
+        """One attempt: extract, commit on the review branch, apply the policy; returns (outcome, commit, merge)."""
+        writer, plan = self.writer, self.plan
+        mem, repo = writer.mem, writer.mem.repo
+        branch = branch_name(plan.target_id, plan.run_id)
+        if repo.refs.get(HEADS + branch) is not None:
+            repo.delete_branch(branch, writer.author)
+        mem.create_branch(branch)
+        handle = mem.handle(branch, author=writer.author)
+        self.steps, self.model_ms = [], 0.0
+        counter = iter(range(1, 1_000_000))
+
+        def new_key() -> str:
+            return f"m-{plan.run_id}-{next(counter)}-{secrets.token_hex(2)}"
+
+        def search(query: str, limit: int) -> list[Any]:
+            return list(mem.search(plan.target, query or None, limit=limit, refresh_ttl=False))
+
+        with handle.transaction("writer run", author=writer.author) as tx:
+            workspace = Workspace(tx, plan.target, search, run_id=plan.run_id, new_key=new_key)
+            self._extract(workspace)
+            self.actions = workspace.actions
+            counts = {op: sum(1 for a in self.actions if a.op == op) for op in ("add", "update", "delete")}
+            tx.message = (
+                f"writer: {counts['add']} added, {counts['update']} updated, {counts['delete']} deleted "
+                f"for {plan.target_id} (run {plan.run_id})"
+            )
+            tx.metadata = {"writer": {
+                "run": plan.run_id, "target": plan.target_id, "model": writer.extractor_model,
+                "conversations": {b.conversation_id: b.range() for b in plan.batches},
+                "messages": list(dict.fromkeys(s for a in self.actions for s in a.sources)),
+            }}  # fmt: skip
+        if tx.commit is None:
+            repo.delete_branch(branch, writer.author)
+            return "no_new_memories", None, None
+        commit = tx.commit.id.hex()
+        decision = writer.decide(self.record | {"branch": branch, "commit": commit}, self.actions)
+        if decision == "review":
+            return "review", commit, None
+        if decision == "reject":
+            repo.delete_branch(branch, writer.author)
+            return "rejected", commit, None
+        heartbeat.renew()  # publish only while the target is still ours
+        merged = mem.merge(branch, strategy="fail", author=writer.author,
+                           message=f"writer: merge run {plan.run_id} into {mem.branch}")  # fmt: skip
+        repo.delete_branch(branch, writer.author)
+        return "merged", commit, merged.id.hex()
+
+    # -------------------------------------------------------------- the run
+
+    def execute(self) -> dict[str, Any]:
+        """Run to an outcome, record it in the state (moving the watermark on success), trace a failure."""
+        writer, plan = self.writer, self.plan
+        outcome, error = "error", None
+        commit = merge = None
+        with Heartbeat(self.store, self.lease, writer.lease_ms) as heartbeat:
+            for attempt in range(1, writer.merge_attempts + 1):
+                try:
+                    outcome, commit, merge = self._attempt(heartbeat)
+                    error = None
+                    break
+                except MergeConflictError as exc:  # main changed the same memories: retry on the new head
+                    outcome, error = "conflict", f"{type(exc).__name__}: {exc}"
+                    log.info("writer run %s: merge conflict on attempt %d, retrying on the new head",
+                             plan.run_id, attempt)  # fmt: skip
+                    self._drop_branch()
+                except LeaseLostError as exc:
+                    outcome, error = "lease_lost", str(exc)
+                    break
+                except WriterError as exc:
+                    outcome, error = exc.outcome, f"{type(exc).__name__}: {exc}"
+                    self._drop_branch()
+                    break
+                except StaleMemoryError as exc:
+                    outcome, error = "policy_violation", f"{type(exc).__name__}: {exc}"
+                    self._drop_branch()
+                    break
+                except Exception as exc:
+                    outcome, error = "error", f"{type(exc).__name__}: {exc}"
+                    self._drop_branch()
+                    log.exception("writer run %s failed", plan.run_id)
+                    break
+            if heartbeat.lost and outcome not in FAILED:
+                outcome, error = "lease_lost", "the lease expired during the run"
+        duration_ms = (time.perf_counter() - self.clock) * 1000
+        counts = {op: sum(1 for a in self.actions if a.op == op) for op in ("add", "update", "delete")}
+        self.record.update({
+            "completed_at": now_ms(), "duration_ms": round(duration_ms, 3), "model_ms": round(self.model_ms, 3),
+            "outcome": outcome, "error": error, "steps": len(self.steps), "actions": sum(counts.values()),
+            "added": counts["add"], "updated": counts["update"], "deleted": counts["delete"],
+            "branch": branch_name(plan.target_id, plan.run_id) if outcome == "review" else None,
+            "commit": commit, "merge": merge, "review": "pending" if outcome == "review" else None, "trace": None,
+        })  # fmt: skip
+        if outcome in FAILED or writer.traces.successes:
+            path = self._trace(outcome, error, duration_ms)
+            self.record["trace"] = None if path is None else str(path)
+        if outcome != "lease_lost":
+            self._finish(outcome)
+        writer.observe(self.record)
+        return self.record
+
+    def _drop_branch(self) -> None:
+        repo, name = self.writer.mem.repo, branch_name(self.plan.target_id, self.plan.run_id)
+        try:
+            if repo.refs.get(HEADS + name) is not None:
+                repo.delete_branch(name, self.writer.author)
+        except EngramError:
+            log.warning("writer run %s: could not delete its branch", self.plan.run_id)
+
+    def _finish(self, outcome: str) -> None:
+        check, plan, record = ours(self.lease), self.plan, self.record
+        advance = outcome not in FAILED
+
+        def change(state: WriterState) -> bool:
+            check(state)
+            if advance:
+                for batch in plan.batches:
+                    state.watermarks[batch.conversation_id] = batch.after
+            state.lease = None
+            state.record(record)
+            return True
+
+        try:
+            self.store.update(change, f"run {plan.run_id}: {outcome}")
+        except LeaseLostError as exc:
+            record["outcome"], record["error"] = "lease_lost", str(exc)
+
+    def _trace(self, outcome: str, error: str | None, duration_ms: float) -> object:
+        trace = {
+            "run": self.plan.run_id, "target": self.plan.target_id, "model": self.writer.extractor_model,
+            "outcome": outcome, "error": error, "started_at": self.started_at, "duration_ms": round(duration_ms, 3),
+            "conversations": self.record["conversations"], "steps": [s.dict() for s in self.steps],
+            "actions": [a.dict() for a in self.actions], "prompt_tokens": sum(tokens(s.prompt) for s in self.steps),
+        }  # fmt: skip
+        try:
+            return write_trace(self.writer.traces, trace)
+        except OSError as exc:
+            log.warning("writer run %s: could not write its trace (%s)", self.plan.run_id, type(exc).__name__)
+            return None

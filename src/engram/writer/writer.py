@@ -1,0 +1,501 @@
+"""The memory writer: conversations in, reviewed memories out, every N completed assistant turns.
+
+    >>> import engram
+    >>> from engram.writer import MemoryWriter, OfflineExtractor
+    >>> mem = engram.open(":memory:", embedder="hashing")
+    >>> writer = MemoryWriter(mem, extractor=OfflineExtractor(), interval=1, background=False)
+    >>> _ = writer.start_conversation("c1", target=("users", "alice"))
+    >>> _ = writer.append("c1", "user", "I live in Lyon and I work as a nurse.")
+    >>> writer.append("c1", "assistant", "Noted.").run["outcome"]
+    'merged'
+    >>> [m.text for m in writer.memories_for(("users", "alice"), "where does she live", 200)]
+    ['I live in Lyon and I work as a nurse.']
+
+Scheduling: only completed assistant turns count; a run is due when ``interval`` of them completed since the
+watermark, or when a run started and never finished (its lease expired). Each gate that skips logs its reason
+at INFO and counts it in ``engram_writer_skips_total{reason}``; a skip changes no state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from engram.clock import now_ms
+from engram.errors import InvalidInputError, NotFoundError, RunInFlightError
+from engram.repo import HEADS
+from engram.store import Memory
+from engram.writer.conversations import Conversation, ConversationLog, Status, Turn
+from engram.writer.extract import Action, Extractor, MemoryNote, Workspace, note_of, tokens
+from engram.writer.metrics import WriterMetrics, default_metrics
+from engram.writer.recovery import recover
+from engram.writer.run import Batch, Plan, Run, branch_name
+from engram.writer.state import Lease, StateStore, Watermark, WriterState, new_run_id, process_owner, target_id
+from engram.writer.state import target_namespace as _namespace
+from engram.writer.traces import TraceSettings, default_dir
+
+log = logging.getLogger("engram.writer")
+
+PolicyName = Literal["auto", "review"]
+#: A callable policy gets the run record (with ``branch`` and ``commit``) and its actions and returns ``"merge"``,
+#: ``"review"`` or ``"reject"`` (or True/False for merge/reject).
+PolicyFn = Callable[[dict[str, Any], list[Action]], "str | bool"]
+SKIP_REASONS = (
+    "disabled", "child_conversation", "excluded_conversation", "invalid_interval", "no_model", "in_flight",
+    "nothing_new",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the scheduler did after a turn: ``ran`` (with the run record), ``skipped`` (with its reason),
+    ``waiting`` (not due yet: ``pending`` of ``interval`` turns), ``queued`` (the run went to the background)."""
+
+    action: str
+    reason: str | None = None
+    pending: int = 0
+    run: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """The result of :meth:`MemoryWriter.append`: the stored turn and what the scheduler decided."""
+
+    turn: Turn
+    decision: Decision
+
+    @property
+    def run(self) -> dict[str, Any] | None:
+        """The run record when the turn triggered a run in the foreground."""
+        return self.decision.run
+
+
+class MemoryWriter:
+    """Extracts memories from conversations every ``interval`` completed assistant turns (see the module docstring).
+
+    Args:
+        mem: the store (a handle on the branch memories are merged into, usually ``main``).
+        extractor: an :class:`Extractor` (``OfflineExtractor()``, ``OpenAIExtractor(...)``); None gates every run.
+        interval: completed assistant turns between runs (1..50; another value gates every run).
+        policy: ``auto`` (merge at once; on a conflict retry on the new head), ``review`` (leave the branch for a
+            person or agent: :meth:`approve` / :meth:`reject`), or a callable (see :data:`PolicyFn`).
+        enabled: False gates every run (turns are still stored; nothing is reset).
+        background: run in a worker thread (the default) instead of inside :meth:`append`.
+        instructions: extra instructions for the model.
+        memory_budget_tokens / turn_budget_tokens: token budgets of a step's memories and new turns.
+        context_turns: earlier turns shown before the new ones.
+        lease_seconds: how long a run's lease lasts without renewal (it is renewed while the run works).
+        trace_dir / trace_successes / trace_max_bytes / trace_max_count / trace_max_age_days: trace settings.
+        exclude: conversation ids never extracted from.
+        metrics: where the Prometheus metrics go (default: prometheus-client's default registry).
+        conversations_branch: the branch conversations are kept on.
+    """
+
+    def __init__(
+        self,
+        mem: Memory,
+        *,
+        extractor: Extractor | None = None,
+        interval: int = 2,
+        policy: PolicyName | PolicyFn = "auto",
+        enabled: bool = True,
+        background: bool = True,
+        instructions: str | None = None,
+        memory_budget_tokens: int = 1500,
+        turn_budget_tokens: int = 3000,
+        context_turns: int = 4,
+        lease_seconds: float = 120.0,
+        trace_dir: str | Path | None = None,
+        trace_successes: bool = False,
+        trace_max_bytes: int = 256_000,
+        trace_max_count: int = 200,
+        trace_max_age_days: float = 14.0,
+        exclude: Sequence[str] = (),
+        metrics: WriterMetrics | None = None,
+        conversations_branch: str = "conversations",
+        author: str = "writer",
+        merge_attempts: int = 3,
+    ) -> None:
+        if not (policy in ("auto", "review") or callable(policy)):
+            raise InvalidInputError(f"invalid policy {policy!r}: 'auto', 'review' or a callable")
+        self.mem = mem.handle(author=author)
+        self.author = author
+        self.extractor = extractor
+        self.interval = interval
+        self.policy = policy
+        self.enabled = enabled
+        self.background = background
+        self.instructions = instructions
+        self.memory_budget_tokens = memory_budget_tokens
+        self.turn_budget_tokens = turn_budget_tokens
+        self.context_turns = max(0, context_turns)
+        self.lease_ms = max(1, int(lease_seconds * 1000))
+        self.merge_attempts = max(1, merge_attempts)
+        self.exclude = set(exclude)
+        self.traces = TraceSettings(Path(trace_dir) if trace_dir is not None else default_dir(), trace_successes,
+                                    trace_max_bytes, trace_max_count, trace_max_age_days)  # fmt: skip
+        self.metrics = metrics if metrics is not None else default_metrics()
+        self.conversations = ConversationLog(mem, branch=conversations_branch, author=author)
+        self.owner = process_owner()
+        self._executor: ThreadPoolExecutor | None = None
+        self._queued: dict[str, Future[Decision]] = {}
+        self._lock = threading.Lock()
+
+    # ---------------------------------------------------------------- settings
+
+    @property
+    def extractor_model(self) -> str:
+        """The extractor's model name (``none`` without one)."""
+        return (
+            "none" if self.extractor is None else str(getattr(self.extractor, "model", type(self.extractor).__name__))
+        )
+
+    @property
+    def policy_name(self) -> str:
+        """``auto``, ``review`` or ``callable``."""
+        return self.policy if isinstance(self.policy, str) else "callable"
+
+    def decide(self, record: dict[str, Any], actions: list[Action]) -> str:
+        """What the policy says about a committed run: ``merge``, ``review`` or ``reject``."""
+        if self.policy == "auto":
+            return "merge"
+        if self.policy == "review":
+            return "review"
+        assert callable(self.policy)
+        answer = self.policy(dict(record), list(actions))
+        if answer is True or answer == "merge":
+            return "merge"
+        if answer is False or answer == "reject":
+            return "reject"
+        if answer == "review":
+            return "review"
+        raise InvalidInputError(f"a writer policy returned {answer!r}: 'merge', 'review', 'reject', True or False")
+
+    # ----------------------------------------------------------- conversations
+
+    def start_conversation(
+        self,
+        conversation_id: str,
+        target: Sequence[str] | str,
+        *,
+        parent: str | None = None,
+        excluded: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Conversation:
+        """Start (or get) a conversation feeding ``target``; ``parent`` marks a child/sub-agent conversation."""
+        conversation = self.conversations.create(
+            conversation_id, target, parent=parent, excluded=excluded, metadata=metadata
+        )
+        store = StateStore(self.mem.repo, conversation.target, actor=self.author)
+
+        def register(state: WriterState) -> bool:
+            if conversation_id in state.watermarks:
+                return False
+            state.watermarks[conversation_id] = Watermark()
+            return True
+
+        store.update(register, f"conversation {conversation_id} feeds the target")
+        return conversation
+
+    def append(
+        self,
+        conversation_id: str,
+        role: str,
+        text: str,
+        *,
+        message_id: str | None = None,
+        status: Status = "completed",
+        tool_calls: Sequence[Mapping[str, Any]] = (),
+        name: str | None = None,
+    ) -> Appended:
+        """Append a turn; a completed assistant turn may make a run due (run in the background by default)."""
+        header, turn = self.conversations.append(
+            conversation_id, role, text, message_id=message_id, status=status, tool_calls=tool_calls, name=name
+        )
+        if not turn.counts:
+            return Appended(turn, Decision("waiting", pending=self.lag(header.target)))
+        return Appended(turn, self._schedule(header))
+
+    # -------------------------------------------------------------- scheduling
+
+    def _skip(self, reason: str, target: str, conversation: str | None = None, pending: int = 0) -> Decision:
+        log.info("writer skip: reason=%s target=%s conversation=%s pending=%d", reason, target, conversation, pending)
+        self.metrics.skips.labels(reason=reason).inc()
+        return Decision("skipped", reason, pending)
+
+    def _gates(self, target: str, conversation: Conversation | None) -> Decision | None:
+        cid = None if conversation is None else conversation.id
+        if not self.enabled:
+            return self._skip("disabled", target, cid)
+        if conversation is not None and conversation.parent is not None:
+            return self._skip("child_conversation", target, conversation.id)
+        if conversation is not None and (conversation.excluded or conversation.id in self.exclude):
+            return self._skip("excluded_conversation", target, conversation.id)
+        if not isinstance(self.interval, int) or isinstance(self.interval, bool) or not 1 <= self.interval <= 50:
+            return self._skip("invalid_interval", target, cid)
+        if self.extractor is None:
+            return self._skip("no_model", target, cid)
+        return None
+
+    def _schedule(self, conversation: Conversation) -> Decision:
+        gated = self._gates(conversation.target, conversation)
+        if gated is not None:
+            return gated
+        if not self.background:
+            return self._maybe_run(conversation.target, conversation.id, force=False)
+        with self._lock:
+            queued = self._queued.get(conversation.target)
+            if queued is not None and not queued.done():
+                return Decision("queued", pending=self.lag(conversation.target))
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix="engram-writer")
+            self._queued[conversation.target] = self._executor.submit(
+                self._maybe_run, conversation.target, conversation.id, False
+            )
+        return Decision("queued")
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Wait for the runs queued in the background to finish."""
+        with self._lock:
+            futures = list(self._queued.values())
+        for future in futures:
+            future.result(timeout)
+
+    def close(self) -> None:
+        """Finish queued background runs and stop the worker thread."""
+        self.wait()
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True)
+
+    def run_now(self, target: Sequence[str] | str) -> Decision:
+        """Run on ``target`` now whatever the interval (gates still apply; ``nothing_new`` without new turns)."""
+        tid = target_id(target)
+        gated = self._gates(tid, None)
+        return gated if gated is not None else self._maybe_run(tid, None, force=True)
+
+    def _eligible(self, conversation: Conversation | None) -> bool:
+        return (
+            conversation is not None
+            and conversation.parent is None
+            and not conversation.excluded
+            and (conversation.id not in self.exclude)
+        )
+
+    def _pending(self, state: WriterState) -> tuple[int, int, dict[str, Conversation]]:
+        """(completed assistant turns, all turns) after the watermarks, and the eligible conversations."""
+        assistant = turns = 0
+        eligible: dict[str, Conversation] = {}
+        for cid, mark in state.watermarks.items():
+            header = self.conversations.get(cid)
+            if header is None or not self._eligible(header):
+                continue
+            eligible[cid] = header
+            assistant += max(0, header.assistant_turns - mark.assistant_turns)
+            turns += max(0, header.turns - mark.seq)
+        return assistant, turns, eligible
+
+    def lag(self, target: Sequence[str] | str) -> int:
+        """Completed assistant turns of ``target`` not processed yet."""
+        tid = target_id(target)
+        _, state = StateStore(self.mem.repo, tid, actor=self.author).load()
+        pending = self._pending(state)[0]
+        self.metrics.lag.labels(target=tid).set(pending)
+        return pending
+
+    def _maybe_run(self, tid: str, conversation: str | None, force: bool) -> Decision:
+        store = StateStore(self.mem.repo, tid, actor=self.author)
+        _, state = store.load()
+        now = now_ms()
+        pending, new_turns, _ = self._pending(state)
+        self.metrics.lag.labels(target=tid).set(pending)
+        stale = state.lease is not None and state.lease.expired(now)
+        if state.lease is not None and not stale:
+            return self._skip("in_flight", tid, conversation, pending)
+        if not stale and not force and pending < self.interval:
+            log.debug("writer: target=%s not due (%d of %d turns)", tid, pending, self.interval)
+            return Decision("waiting", pending=pending)
+        if not stale and new_turns == 0:
+            return self._skip("nothing_new", tid, conversation, pending)
+        run_id = new_run_id()
+        lease = Lease(run_id, self.owner, now, now + self.lease_ms)
+        previous: list[Lease] = []
+
+        def acquire(state: WriterState) -> bool:
+            held = state.lease
+            if held is not None and not held.expired(now_ms()):
+                raise RunInFlightError(f"run {held.run_id} holds the lease on {tid}")
+            previous[:] = [] if held is None else [held]
+            state.lease = lease
+            state.record({"id": run_id, "target": tid, "started_at": now, "outcome": "running"})
+            return True
+
+        try:
+            state = store.update(acquire, f"run {run_id}: start")
+        except RunInFlightError:
+            return self._skip("in_flight", tid, conversation, pending)
+        log.info("writer run start: run=%s target=%s pending=%d", run_id, tid, pending)
+        if previous:
+            state = recover(self, store, previous[0], lease)
+        plan = self._plan(run_id, tid, state)
+        record = Run(self, plan, store, lease, now).execute()
+        return Decision("ran", pending=pending, run=record)
+
+    def _plan(self, run_id: str, tid: str, state: WriterState) -> Plan:
+        plan = Plan(run_id, _namespace(tid), tid)
+        for cid, mark in sorted(state.watermarks.items()):
+            header = self.conversations.get(cid)
+            if header is None or not self._eligible(header) or header.turns <= mark.seq:
+                continue
+            new = self.conversations.turns(cid, mark.seq + 1, header.turns)
+            context = self.conversations.turns(cid, mark.seq - self.context_turns + 1, mark.seq)
+            last = new[-1]
+            counted = mark.assistant_turns + sum(1 for t in new if t.counts)
+            plan.batches.append(Batch(cid, new, context if self.context_turns else [],
+                                      Watermark(last.seq, last.message_id, counted)))  # fmt: skip
+        return plan
+
+    def observe(self, record: dict[str, Any]) -> None:
+        """Count a finished run in the metrics and log it (metadata only)."""
+        self.metrics.runs.labels(outcome=record["outcome"]).inc()
+        self.metrics.duration.observe(float(record.get("duration_ms", 0.0)) / 1000)
+        log.info(
+            "writer run end: run=%s target=%s outcome=%s actions=%s steps=%s duration_ms=%.1f trace=%s",
+            record["id"], record["target"], record["outcome"], record.get("actions"), record.get("steps"),
+            float(record.get("duration_ms", 0.0)), record.get("trace"),
+        )  # fmt: skip
+
+    # ------------------------------------------------------------------ reading
+
+    def memory_notes(
+        self, target: tuple[str, ...], query: str, budget_tokens: int, workspace: Workspace | None = None
+    ) -> list[MemoryNote]:
+        """The target's memories most relevant to ``query`` within ``budget_tokens``, in a stable order."""
+        if workspace is not None:
+            notes = (workspace.search(query, 50) if query.strip() else []) + workspace.recent(50)
+        else:
+            found = list(self.mem.search(target, query, limit=50, refresh_ttl=False)) if query.strip() else []
+            found += self.mem.search(target, None, limit=50, refresh_ttl=False)  # then the newest ones
+            notes = [note_of(item) for item in found if item.namespace == target]
+        kept: list[MemoryNote] = []
+        used = 0
+        seen: set[str] = set()
+        for note in notes:  # best first, then newest, while the budget lasts
+            cost = tokens(note.text) + 8
+            if note.key in seen or used + cost > budget_tokens:
+                continue
+            kept.append(note)
+            seen.add(note.key)
+            used += cost
+        return sorted(kept, key=lambda n: n.key)
+
+    def memories_for(self, target: Sequence[str] | str, query: str, budget_tokens: int = 1000) -> list[MemoryNote]:
+        """The memories of ``target`` most relevant to ``query`` that fit ``budget_tokens``, ordered by key (stable,
+        so a prompt built from them keeps its cache): what an app puts in its prompt."""
+        return self.memory_notes(_namespace(target), query, budget_tokens)
+
+    def status(self, target: Sequence[str] | str) -> dict[str, Any]:
+        """The target's scheduling state: settings, lag, lease, watermarks and the last run."""
+        tid = target_id(target)
+        _, state = StateStore(self.mem.repo, tid, actor=self.author).load()
+        pending, turns, _ = self._pending(state)
+        return {
+            "target": tid, "enabled": self.enabled, "interval": self.interval, "policy": self.policy_name,
+            "model": self.extractor_model, "pending_turns": pending, "pending_messages": turns,
+            "in_flight": None if state.lease is None else state.lease.dict() | {
+                "expired": state.lease.expired(now_ms())},
+            "watermarks": {cid: w.dict() for cid, w in sorted(state.watermarks.items())},
+            "last_run": state.last_run,
+        }  # fmt: skip
+
+    def runs(self, target: Sequence[str] | str, limit: int = 20) -> list[dict[str, Any]]:
+        """The target's last runs, newest first."""
+        _, state = StateStore(self.mem.repo, target_id(target), actor=self.author).load()
+        return list(reversed(state.runs))[: max(0, limit)]
+
+    def run(self, target: Sequence[str] | str, run_id: str) -> dict[str, Any]:
+        """One run's record (:class:`NotFoundError` when unknown)."""
+        _, state = StateStore(self.mem.repo, target_id(target), actor=self.author).load()
+        found = state.find(run_id)
+        if found is None:
+            raise NotFoundError(f"no run {run_id!r} on {target_id(target)!r}")
+        return found
+
+    # ------------------------------------------------------------------- review
+
+    def _review(self, target: Sequence[str] | str, run_id: str, verdict: str, strategy: Any = "fail") -> dict[str, Any]:
+        tid = target_id(target)
+        record = dict(self.run(tid, run_id))
+        branch = branch_name(tid, run_id)
+        if record.get("review") != "pending" or self.mem.repo.refs.get(HEADS + branch) is None:
+            raise InvalidInputError(f"run {run_id} has no review pending (review: {record.get('review')})")
+        if verdict == "approved":
+            merged = self.mem.merge(branch, strategy=strategy, author=self.author,
+                                    message=f"writer: approve run {run_id} into {self.mem.branch}")  # fmt: skip
+            record["merge"] = merged.id.hex()
+        self.mem.repo.delete_branch(branch, self.author)
+        record["review"], record["reviewed_at"] = verdict, now_ms()
+
+        def change(state: WriterState) -> bool:
+            state.record(record | {"review": verdict})
+            return True
+
+        StateStore(self.mem.repo, tid, actor=self.author).update(change, f"run {run_id}: {verdict}")
+        log.info("writer review: run=%s target=%s verdict=%s", run_id, tid, verdict)
+        return record
+
+    def approve(self, target: Sequence[str] | str, run_id: str, *, strategy: Any = "fail") -> dict[str, Any]:
+        """Merge a run's review branch (merge ``strategy`` as :meth:`Memory.merge`) and delete the branch."""
+        return self._review(target, run_id, "approved", strategy)
+
+    def reject(self, target: Sequence[str] | str, run_id: str) -> dict[str, Any]:
+        """Drop a run's review branch (its turns stay processed: nothing is extracted from them again)."""
+        return self._review(target, run_id, "rejected")
+
+
+class AsyncMemoryWriter:
+    """The async facade of :class:`MemoryWriter`: the same calls, ``a``-prefixed, run on worker threads."""
+
+    def __init__(self, writer: MemoryWriter) -> None:
+        self.writer = writer
+
+    async def astart_conversation(self, conversation_id: str, target: Sequence[str] | str, **kw: Any) -> Conversation:
+        """See :meth:`MemoryWriter.start_conversation`."""
+        return await asyncio.to_thread(self.writer.start_conversation, conversation_id, target, **kw)
+
+    async def aappend(self, conversation_id: str, role: str, text: str, **kw: Any) -> Appended:
+        """See :meth:`MemoryWriter.append`."""
+        return await asyncio.to_thread(self.writer.append, conversation_id, role, text, **kw)
+
+    async def arun_now(self, target: Sequence[str] | str) -> Decision:
+        """See :meth:`MemoryWriter.run_now`."""
+        return await asyncio.to_thread(self.writer.run_now, target)
+
+    async def astatus(self, target: Sequence[str] | str) -> dict[str, Any]:
+        """See :meth:`MemoryWriter.status`."""
+        return await asyncio.to_thread(self.writer.status, target)
+
+    async def aruns(self, target: Sequence[str] | str, limit: int = 20) -> list[dict[str, Any]]:
+        """See :meth:`MemoryWriter.runs`."""
+        return await asyncio.to_thread(self.writer.runs, target, limit)
+
+    async def aapprove(self, target: Sequence[str] | str, run_id: str) -> dict[str, Any]:
+        """See :meth:`MemoryWriter.approve`."""
+        return await asyncio.to_thread(self.writer.approve, target, run_id)
+
+    async def areject(self, target: Sequence[str] | str, run_id: str) -> dict[str, Any]:
+        """See :meth:`MemoryWriter.reject`."""
+        return await asyncio.to_thread(self.writer.reject, target, run_id)
+
+    async def amemories_for(
+        self, target: Sequence[str] | str, query: str, budget_tokens: int = 1000
+    ) -> list[MemoryNote]:
+        """See :meth:`MemoryWriter.memories_for`."""
+        return await asyncio.to_thread(self.writer.memories_for, target, query, budget_tokens)

@@ -1,0 +1,68 @@
+"""``engram writer``: the CLI door of the memory writer (issue #14, deliverable 8)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from engram.cli import cli
+
+
+@pytest.fixture
+def run(tmp_path: Path):  # type: ignore[no-untyped-def]
+    runner = CliRunner()
+    base = ["--store", str(tmp_path / "store"), "--embedder", "hashing", "--vector-cache", "none"]
+
+    def invoke(*args: str) -> tuple[int, str]:
+        result = runner.invoke(cli, [*base, *args], obj={})
+        assert not result.exception or isinstance(result.exception, SystemExit), result.exception
+        return result.exit_code, result.output
+
+    return invoke
+
+
+def _chat(run, *writer_options: str) -> None:  # type: ignore[no-untyped-def]
+    w = ["writer", *writer_options]
+    assert run(*w, "append", "chat-1", "user", "I moved to Lyon last month and I work as a nurse.",
+               "--target", "users/alice", "--message-id", "m1")[0] == 0  # fmt: skip
+    assert "1 of 2" in run(*w, "append", "chat-1", "assistant", "Noted, Lyon it is.", "--message-id", "m2")[1]
+    run(*w, "append", "chat-1", "user", "My favourite editor is Vim and I use it every day.", "--message-id", "m3")
+
+
+def test_append_runs_the_writer_every_interval_and_memories_cite_their_messages(run) -> None:  # type: ignore[no-untyped-def]
+    _chat(run)
+    code, out = run("writer", "append", "chat-1", "assistant", "Great.", "--message-id", "m4")
+    assert code == 0 and "merged: 2 actions" in out
+    items = json.loads(run("search", "users/alice", "--json")[1])["items"]
+    assert sorted(tuple(i["sources"]) for i in items) == [("m1",), ("m3",)]
+    status = json.loads(run("writer", "status", "users/alice", "--json")[1])
+    assert status["pending_turns"] == 0 and status["watermarks"]["chat-1"]["message_id"] == "m4"
+    assert "nothing to do: no new turns" in run("writer", "run-now", "users/alice")[1]
+
+
+def test_review_policy_leaves_a_branch_to_approve_or_reject(run) -> None:  # type: ignore[no-untyped-def]
+    _chat(run, "--policy", "review")
+    code, out = run("writer", "--policy", "review", "run-now", "users/alice")
+    assert code == 0 and "review" in out and "approve/reject" in out
+    [record] = json.loads(run("writer", "runs", "users/alice", "--json")[1])
+    assert record["review"] == "pending" and run("get", "users/alice", "m1")[0] == 1
+    assert json.loads(run("search", "users/alice", "--json")[1])["items"] == []  # nothing merged yet
+    code, out = run("writer", "approve", "users/alice", record["id"])
+    assert code == 0 and "approved" in out
+    assert len(json.loads(run("search", "users/alice", "--json")[1])["items"]) == 2
+    shown = json.loads(run("writer", "show", "users/alice", record["id"])[1])
+    assert shown["review"] == "approved"
+    code, out = run("writer", "reject", "users/alice", record["id"])
+    assert code == 1 and "no review pending" in out
+
+
+def test_writer_mistakes_are_one_line(run) -> None:  # type: ignore[no-untyped-def]
+    run("init")
+    for args in (["writer", "--extractor", "gpt", "run-now", "users/alice"],
+                 ["writer", "show", "users/alice", "nope"],
+                 ["writer", "append", "nobody", "user", "hi"]):  # fmt: skip
+        code, out = run(*args)
+        assert code != 0 and "Traceback" not in out and out.strip(), args
