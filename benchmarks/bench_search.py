@@ -146,6 +146,7 @@ def put_throughput(tmp: Path) -> dict[str, float]:
 # ---------------------------------------------------------------------------------------- PostgreSQL, side by side
 
 FILTER = {"kind": "fact", "score": {"$gte": 0.5}}
+STORES = ("engram-postgres", "langgraph-postgres", "langgraph-memory")
 
 
 def _values(texts: list[str]) -> list[dict[str, Any]]:
@@ -229,7 +230,9 @@ def _cell(row: dict[str, Any], name: str) -> str:
     return f"{row[name][0]:.1f} / {row[name][1]:.1f} ms" if name in row else "-"
 
 
-def postgres_side_by_side(sizes: list[int], n_queries: int, url: str, out: Path) -> int:
+def postgres_side_by_side(
+    sizes: list[int], n_queries: int, url: str, out: Path, stores: tuple[str, ...] = STORES
+) -> int:
     """engram's PostgreSQL engine, LangGraph's PostgresStore and InMemoryStore on the same items and
     queries, with the same (hashing) embedder, in one run; prints a table and writes JSON."""
     import uuid
@@ -253,15 +256,17 @@ def postgres_side_by_side(sizes: list[int], n_queries: int, url: str, out: Path)
             rng = np.random.default_rng(5)
             queries = [" ".join(texts[int(i)].split()[:4]) for i in rng.integers(0, n, n_queries)]
             rows: dict[str, Any] = {}
-            rows["engram-postgres"] = _engram_pg(f"{base}repo=s{uuid.uuid4().hex[:8]}", n, texts, queries)
-            print(f"[{n} engram-postgres] {json.dumps(rows['engram-postgres'])}", file=sys.stderr)
-            with PostgresStore.from_conn_string(url, index=index) as store:
-                store.setup()
-                with psycopg.connect(url, autocommit=True) as conn:  # a fresh store: the same tables, emptied
-                    conn.execute("TRUNCATE store, store_vectors")
-                rows["langgraph-postgres"] = _langgraph(store, n, texts, queries, single=True)
-            print(f"[{n} langgraph-postgres] {json.dumps(rows['langgraph-postgres'])}", file=sys.stderr)
-            if n <= 100_000:
+            if "engram-postgres" in stores:
+                rows["engram-postgres"] = _engram_pg(f"{base}repo=s{uuid.uuid4().hex[:8]}", n, texts, queries)
+                print(f"[{n} engram-postgres] {json.dumps(rows['engram-postgres'])}", file=sys.stderr)
+            if "langgraph-postgres" in stores:
+                with PostgresStore.from_conn_string(url, index=index) as store:
+                    store.setup()
+                    with psycopg.connect(url, autocommit=True) as conn:  # a fresh store: the same tables, emptied
+                        conn.execute("TRUNCATE store, store_vectors")
+                    rows["langgraph-postgres"] = _langgraph(store, n, texts, queries, single=True)
+                print(f"[{n} langgraph-postgres] {json.dumps(rows['langgraph-postgres'])}", file=sys.stderr)
+            if "langgraph-memory" in stores and n <= 100_000:
                 rows["langgraph-memory"] = _langgraph(InMemoryStore(index=index), n, texts, queries[:5], single=False)
                 print(f"[{n} langgraph-memory] {json.dumps(rows['langgraph-memory'])}", file=sys.stderr)
             results["sizes"][n] = rows
@@ -286,10 +291,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--postgres", nargs="?", const="", default=None, help="side by side on PostgreSQL [URL]")
+    parser.add_argument("--stores", default=",".join(STORES), help="with --postgres: which stores to run")
     args = parser.parse_args(argv)
     if args.postgres is not None:
         out = args.out or ROOT / "benchmarks" / "out" / "search-postgres.json"
-        return postgres_side_by_side([int(s) for s in args.sizes.split(",")], args.queries, args.postgres, out)
+        sizes = [int(s) for s in args.sizes.split(",")]
+        return postgres_side_by_side(sizes, args.queries, args.postgres, out, tuple(args.stores.split(",")))
     args.out = args.out or ROOT / "benchmarks" / "out" / "search.json"
     results: dict[str, Any] = {"sizes": {}}
     with tempfile.TemporaryDirectory() as tmpdir:

@@ -281,3 +281,27 @@ def test_wording(run) -> None:  # type: ignore[no-untyped-def]
     assert code == 1 and "it is the branch in use" in out and "handle" not in out
     code, out = run("fsck")
     assert re.search(r"\d+ commits, \d+ tree nodes?: ok", out)
+
+
+# ---------------------------------------------------------------- finding 9: the store remembers its embedder
+
+
+def test_the_store_remembers_its_embedder_and_refuses_another(tmp_path: Path) -> None:
+    runner = CliRunner()
+    base = ["--store", str(tmp_path / "store"), "--vector-cache", "none"]
+
+    def engram(*args: str) -> tuple[int, str]:
+        result = runner.invoke(cli, [*base, *args], obj={})
+        assert not result.exception or isinstance(result.exception, SystemExit), result.exception
+        return result.exit_code, result.output
+
+    assert engram("--embedder", "hashing", "put", "users/alice", "prefs", '{"text": "dark mode"}')[0] == 0
+    code, out = engram("search", "users", "dark", "--explain", "--json")  # no --embedder: the recorded one
+    assert code == 0 and json.loads(out)["items"][0]["explain"]["embedder"].startswith("hashing")
+    code, out = engram("--embedder", "hashing:64", "search", "users", "dark")
+    assert code == 1 and "indexed with 'hashing'" in out and "engram reindex --embedder hashing:64" in out
+    code, out = engram("reindex", "--embedder", "hashing:64")
+    assert code == 0 and "indexed 1 item" in out and "hashing:64" in out
+    code, out = engram("search", "users", "dark", "--explain", "--json")
+    assert code == 0 and json.loads(out)["items"][0]["explain"]["embedder"].startswith("hashing")
+    assert engram("--embedder", "hashing", "search", "users", "dark")[0] == 1  # now hashing:64 is the store's

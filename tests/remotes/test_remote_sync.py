@@ -9,7 +9,7 @@ import pytest
 
 import engram
 from engram.errors import ConflictError
-from engram.ops.remotes import clone_into, fetch, open_remote, pull, push
+from engram.ops.remotes import clone_into, copy_chunks, fetch, open_remote, pull, push
 from engram.ops.remotes.sync import plan_copy
 from engram.store import Memory, tenant_url
 
@@ -171,3 +171,20 @@ def test_remote_names_live_beside_sqlite_or_in_a_ref(store_url: str) -> None:
     with pytest.raises(ConflictError):
         config.add("vault", "dir:///elsewhere")
     assert mem.fsck().ok  # the ref's tree is a sound root
+
+
+def test_a_commit_left_without_its_parent_is_completed(tmp_path: Path) -> None:
+    """Commits are written in one parallel batch, so an interruption can leave one without its parent: the next
+    push follows present commits back to known ones instead of trusting them."""
+    mem = _open(str(tmp_path / "a"))
+    for i in range(3):
+        mem.put(("n",), f"k{i}", {"v": i})
+    remote = open_remote(f"dir://{tmp_path / 'remote'}")
+    tip = mem.head.id
+    copy_chunks(mem.repo.chunks, remote.chunks, [mem.repo.commit(tip).tree])  # every node is written first
+    remote.chunks.put_many(mem.repo.chunks.get_many([tip]))  # then the tip, but not its parents: interrupted
+    report = push(mem.repo, remote.chunks, remote.refs)
+    assert report.ok and report.chunks == 6  # the three older commits (init, k0, k1) and their one-node trees
+    other = _open(str(tmp_path / "b"))
+    clone_into(other.repo, remote.chunks, remote.refs)
+    assert len(list(other.log())) == 4 and other.fsck().ok

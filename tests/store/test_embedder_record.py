@@ -24,7 +24,9 @@ def test_store_records_embedder_and_refuses_another(tmp_path: Path) -> None:
     url = str(tmp_path / "s.db")
     mem = engram.open(url, embedder="hashing")
     fill(mem)
-    assert recorded_embedder(mem.repo) is None  # recorded on first use, not on open
+    # recorded when named on open (issue #12: a store written with --embedder hashing and searched later
+    # without the option must not be embedded with MiniLM, even if nothing was indexed in between)
+    assert recorded_embedder(mem.repo) == ("hashing", HashingEmbedder().model_id)
     mem.update_index()
     assert recorded_embedder(mem.repo) == ("hashing", HashingEmbedder().model_id)
     mem.close()

@@ -205,6 +205,28 @@ def counter(what: str) -> Iterator[Callable[[int], None]]:
         yield lambda n: progress.advance(task, n)
 
 
+#: Work smaller than this many items shows no progress bar (it is over before a bar would help).
+PROGRESS_FROM = 500
+
+
+@contextlib.contextmanager
+def phase_progress() -> Iterator[Callable[[str, int, int], None]]:
+    """Progress bars on stderr for work reported as ``(phase, done, total)`` (indexing: ``index`` reads items,
+    ``embed`` finds or computes their vectors); a phase of fewer than :data:`PROGRESS_FROM` items shows none."""
+    labels = {"index": "reading items", "embed": "embedding"}
+    with Progress(console=err, transient=True) as progress:
+        tasks: dict[str, Any] = {}
+
+        def report(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                if total < PROGRESS_FROM:
+                    return
+                tasks[phase] = progress.add_task(labels.get(phase, phase), total=total)
+            progress.update(tasks[phase], completed=done, total=total)
+
+        yield report
+
+
 def emit(data: Any) -> None:
     out.print_json(json.dumps(data, default=str))
 

@@ -10,7 +10,18 @@ import click
 from rich.markup import escape
 from rich.progress import Progress
 
-from engram.cli._common import counter, discover, err, friendly, out, parse_ns, plural, store_of, store_url
+from engram.cli._common import (
+    counter,
+    discover,
+    err,
+    friendly,
+    out,
+    parse_ns,
+    phase_progress,
+    plural,
+    store_of,
+    store_url,
+)
 from engram.maintenance import GC_GRACE_MS
 from engram.ops.access import KeyRing, default_keys_path
 from engram.store.connect import POSTGRES_SCHEMES, local_file, schema_status, tenant_url
@@ -52,17 +63,18 @@ def fsck(ctx: click.Context) -> None:
 
 
 @click.command()
+@click.option("--embedder", "switch_to", help="Re-embed every item with this embedder (minilm, hashing, openai:...) "
+              "and record it as the store's from now on, e.g. after a model change.")  # fmt: skip
 @click.pass_context
 @friendly
-def reindex(ctx: click.Context) -> None:
-    """Rebuild the branch's search index from scratch, re-embedding what the vector cache lacks
-    (after a model change); shows a progress bar."""
+def reindex(ctx: click.Context, switch_to: str | None) -> None:
+    """Rebuild the branch's search index from scratch, re-embedding what the vector cache lacks; progress bars
+    cover reading the items and embedding them."""
     mem = store_of(ctx)
-    total = mem.count()
-    with Progress(console=err, transient=True) as progress:
-        task = progress.add_task("indexing", total=total)
-        done = mem.reindex(progress=lambda n: progress.advance(task, n))
-    out.print(f"indexed {plural(done, 'item')} on branch {escape(mem.branch)}")
+    with phase_progress() as phases:
+        done = mem.reindex(embedder=switch_to, phases=phases)
+    switched = f" with embedder {escape(switch_to)} (the store's from now on)" if switch_to else ""
+    out.print(f"indexed {plural(done, 'item')} on branch {escape(mem.branch)}{switched}")
 
 
 @click.command(name="export")
@@ -124,8 +136,10 @@ def import_(ctx: click.Context, file: str, message: str | None, force: bool) -> 
         done, commit = import_items(mem, lines, message=message, progress=lambda n: progress.advance(task, n))
     if commit is None:
         out.print("nothing to import")
-    else:
-        out.print(f"[green]{commit.short_id}[/green] imported {plural(done, 'item')} into {escape(mem.branch)}")
+        return
+    with phase_progress() as phases:  # index now, with progress, so the first search after it waits for nothing
+        mem.update_index(phases)
+    out.print(f"[green]{commit.short_id}[/green] imported {plural(done, 'item')} into {escape(mem.branch)}")
 
 
 @click.command()

@@ -16,6 +16,7 @@ from engram.cli._common import (
     out,
     parse_json,
     parse_ns,
+    phase_progress,
     print_commit,
     shown,
     store_of,
@@ -116,6 +117,8 @@ def search(ctx: click.Context, namespace: str, query: str | None, filter_: str |
     """
     spec = parse_json(filter_, "--filter") if filter_ else None
     mem = store_of(ctx)
+    with phase_progress() as phases:  # a first search after a large import shows its indexing, not a silent wait
+        mem.update_index(phases)
     reader = mem.at(at) if at else mem
     prefix = parse_ns(namespace)
     results = reader.search(prefix, query, filter=spec, limit=limit, mode=mode, profile=profile,  # type: ignore[arg-type]

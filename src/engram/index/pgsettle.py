@@ -26,6 +26,8 @@ BATCH = 128
 POLL = 0.2
 #: Idle passes after which the mover sleeps until the next wake-up.
 IDLE_PASSES = 10
+#: Vectors moved in one go after which the fresh table is vacuumed.
+VACUUM_AFTER = 2_000
 #: Rows written (by this process) after which the search tables are analysed again.
 ANALYZE_AFTER = 5_000
 
@@ -71,7 +73,15 @@ class Settler:
             done = self._pass()
             moved += done
             if done < BATCH:
+                self._vacuum(moved)
                 return moved
+
+    def _vacuum(self, moved: int) -> None:
+        """After many rows left the fresh table, vacuum it: the moves and the scans of what remains would
+        otherwise wade through their dead rows until autovacuum comes."""
+        if moved >= VACUUM_AFTER:
+            with self.db.connection() as conn:
+                conn.execute("VACUUM (ANALYZE) engram_doc_vectors_fresh")
 
     def _pass(self) -> int:
         with self.db.connection() as conn:
@@ -81,7 +91,7 @@ class Settler:
         while True:
             self._wake.wait()
             self._wake.clear()
-            idle = 0
+            idle = moved_now = 0
             while idle < IDLE_PASSES:
                 if self._closed():
                     return
@@ -93,6 +103,13 @@ class Settler:
                     _log.warning("moving fresh vectors of %s into the HNSW index failed: %s", self.db.repo, exc)
                     break
                 idle = 0 if moved else idle + 1
+                moved_now += moved
+                if moved < BATCH and moved_now >= VACUUM_AFTER:
+                    try:
+                        self._vacuum(moved_now)
+                    except Exception as exc:  # as above
+                        _log.warning("vacuuming the fresh vectors of %s failed: %s", self.db.repo, exc)
+                    moved_now = 0
                 if self._written >= ANALYZE_AFTER:
                     try:
                         self.analyze()

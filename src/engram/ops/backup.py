@@ -19,12 +19,21 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from engram.backends.base import now_ms
-from engram.errors import ConflictError, InvalidInputError, NotFoundError
-from engram.hashing import ChunkId
+from engram.errors import ConflictError, IntegrityError, InvalidInputError, NotFoundError
+from engram.hashing import ChunkId, chunk_id
 from engram.maintenance import GC_GRACE_MS, FsckReport, iter_reachable, roots
 from engram.objects import decode_commit, encode_commit, is_commit
 from engram.ops.remotes.stores import Remote
-from engram.ops.remotes.sync import Progress, TransferReport, clone_into, copy_chunks, full_names, move_refs, plan_copy
+from engram.ops.remotes.sync import (
+    BATCH,
+    Progress,
+    TransferReport,
+    clone_into,
+    copy_chunks,
+    full_names,
+    move_refs,
+    plan_copy,
+)
 from engram.repo import HEADS, Repository
 from engram.tree import NodeStore, count, decode_node, empty_tree
 
@@ -120,15 +129,44 @@ def get_backup(remote: Remote, name: str) -> Backup:
 
 
 def verify_backup(remote: Remote, backup: Backup, progress: Callable[[int], None] | None = None) -> FsckReport:
-    """Read back every chunk ``backup`` reaches on the remote and check its hash (nothing is restored)."""
-    problems: dict[str, list[str]] = {"missing": [], "corrupt": []}
+    """Read back every chunk ``backup`` reaches on the remote and check its hash (nothing is restored).
+
+    The same check as :func:`engram.maintenance.fsck`, walked level by level so that each level's chunks are
+    read in large parallel batches: on S3 a depth-first walk would wait for one small batch at a time.
+    """
+    seen: set[ChunkId] = set()
+    wave = list(dict.fromkeys(backup.refs.values()))
     counts = {"commit": 0, "node": 0}
-    nodes = NodeStore(remote.chunks)
-    for _, kind in iter_reachable(remote.chunks, nodes, set(backup.refs.values()), verify=True, problems=problems):
-        counts[kind] += 1
-        if progress is not None:
-            progress(1)
-    return FsckReport(counts["commit"], counts["node"], problems["missing"], problems["corrupt"])
+    missing: list[str] = []
+    corrupt: list[str] = []
+    while wave:
+        seen.update(wave)
+        following: list[ChunkId] = []
+        for i in range(0, len(wave), BATCH):
+            batch = wave[i : i + BATCH]
+            found = remote.chunks.get_many(batch)
+            for cid in batch:
+                data = found.get(cid)
+                if data is None:
+                    missing.append(cid.hex())
+                elif chunk_id(data) != cid:
+                    corrupt.append(cid.hex())
+                elif is_commit(data):
+                    commit = decode_commit(cid, data)
+                    counts["commit"] += 1
+                    following.extend([*commit.parents, commit.tree])
+                else:
+                    try:
+                        node = decode_node(cid, data)
+                    except IntegrityError:
+                        corrupt.append(cid.hex())
+                        continue
+                    counts["node"] += 1
+                    following.extend(node.child(j) for j in range(len(node.keys)) if node.level > 0)
+            if progress is not None:
+                progress(len(batch))
+        wave = [cid for cid in dict.fromkeys(following) if cid not in seen]
+    return FsckReport(counts["commit"], counts["node"], missing, corrupt)
 
 
 @dataclass(frozen=True)
@@ -173,11 +211,15 @@ def restore_backup(
     remote: Remote, backup: Backup, target: Repository, *, force: bool = False, actor: str = "engram",
     progress: Progress | None = None,
 ) -> RestoreReport:  # fmt: skip
-    """Copy ``backup`` into ``target`` (a fresh store, unless ``force``), then ``fsck`` the whole store."""
-    plan = plan_restore(remote, backup, target)
+    """Copy ``backup`` into ``target`` (a fresh store, unless ``force``), then ``fsck`` the whole store (the
+    report's plan is what was done: :func:`plan_restore` is the dry run)."""
+    changes = {ref: (target.refs.get(ref), cid) for ref, cid in backup.refs.items()}
     transfer = clone_into(target, remote.chunks, remote.refs, refs=dict(backup.refs), force=force, actor=actor,
                           progress=progress)  # fmt: skip
-    return RestoreReport(plan, transfer, target.fsck())
+    fsck = target.fsck()
+    commits = {c.id for ref, cid in backup.refs.items() if not ref.startswith("meta/") for c in target.iter_log(cid)}
+    plan = RestorePlan(backup, len(commits), transfer.chunks, transfer.bytes, changes)
+    return RestoreReport(plan, transfer, fsck)
 
 
 @dataclass(frozen=True)

@@ -282,6 +282,8 @@ def open(
         cache = shared_vector_cache(vector_cache) if isinstance(vector_cache, str | Path) else vector_cache
     chosen = choose_embedder(repo, embedder, reembed=reembed)
     pool = IndexPool(repo, embedder=chosen, fields=index_fields, cache=cache, snapshots=snapshots)
+    if embedder != "auto":  # named explicitly: the store records it now, so a later open(embedder="auto") agrees
+        pool.note_embedded()
     if pg_refs is not None and search != "local":
         from engram.store.pgsearch import PgSearch, has_pgvector
 

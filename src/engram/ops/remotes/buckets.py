@@ -200,7 +200,7 @@ class S3Bucket(Bucket):
         self._pool.shutdown(wait=True)
 
     def _call(self, what: str, fn: Any, **kwargs: Any) -> Any:
-        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
         try:
             return fn(Bucket=self.bucket, **kwargs)
@@ -212,6 +212,10 @@ class S3Bucket(Bucket):
             if status >= 500 or code in ("SlowDown", "RequestTimeout"):
                 raise UnavailableError(f"S3 {what} on {self.url} failed: {code or status}", 5.0) from None
             raise StorageError(f"S3 {what} on {self.url} failed: {code} {exc}") from None
+        except NoCredentialsError:
+            raise ConfigError(
+                f"no S3 credentials for {self.url}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or a profile)"
+            ) from None
         except BotoCoreError as exc:
             raise UnavailableError(f"S3 at {self.url} is unreachable ({what}): {exc}", 5.0) from None
 

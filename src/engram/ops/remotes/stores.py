@@ -31,6 +31,8 @@ REFS = "refs/"
 REFLOG = "reflog/"
 #: From this many ids on, ``has_many`` lists the remote's chunks once instead of asking about each id.
 LIST_THRESHOLD = 256
+#: Seconds a listing of the remote's chunks answers ``has_many`` for.
+LISTING_TTL = 60.0
 
 
 def chunk_key(cid: ChunkId) -> str:
@@ -53,6 +55,19 @@ class BucketChunkStore(ChunkStore):
 
     def __init__(self, bucket: Bucket) -> None:
         self.bucket = bucket
+        self._listed: set[ChunkId] | None = None  # the last full listing, reused for LISTING_TTL seconds
+        self._listed_at = 0.0
+        self._listing = threading.Lock()
+
+    def _present(self) -> set[ChunkId]:
+        """Every chunk id on the remote, from a listing at most LISTING_TTL seconds old (a listing is one request
+        per 1,000 chunks, parsed in Python: a copy's successive questions share one). Chunks only disappear in a
+        sweep, which must not run during a copy."""
+        with self._listing:
+            if self._listed is None or time.monotonic() - self._listed_at > LISTING_TTL:
+                self._listed = set(self.iter_ids())
+                self._listed_at = time.monotonic()
+            return self._listed
 
     def get_many(self, ids: Iterable[ChunkId]) -> dict[ChunkId, bytes]:
         wanted = {chunk_key(cid): cid for cid in ids}
@@ -61,12 +76,15 @@ class BucketChunkStore(ChunkStore):
     def has_many(self, ids: Iterable[ChunkId]) -> set[ChunkId]:
         wanted = set(ids)
         if len(wanted) >= LIST_THRESHOLD:
-            return wanted - set(self.iter_ids())
+            return wanted - self._present()
         present = self.bucket.exists_many(chunk_key(cid) for cid in wanted)
         return {cid for cid in wanted if chunk_key(cid) not in present}
 
     def put_many(self, chunks: Mapping[ChunkId, bytes]) -> None:
         self.bucket.put_many({chunk_key(cid): data for cid, data in chunks.items()})
+        with self._listing:
+            if self._listed is not None:
+                self._listed.update(chunks)
 
     def iter_ids(
         self, start: ChunkId | None = None, end: ChunkId | None = None, *, written_before: int | None = None
@@ -82,6 +100,8 @@ class BucketChunkStore(ChunkStore):
             yield cid
 
     def delete_many(self, ids: Iterable[ChunkId]) -> None:
+        with self._listing:
+            self._listed = None
         self.bucket.delete_many(chunk_key(cid) for cid in ids)
 
     def close(self) -> None:

@@ -1,11 +1,13 @@
 """Moving history between repositories: copy the chunks the other side lacks, then move refs by compare-and-swap.
 
 The same copy serves ``push`` (local -> remote), ``fetch`` and ``clone`` (remote -> local), backups and
-restores. It walks down from the refs being sent and stops at every chunk the receiving side already has,
+restores. It walks down from the refs being sent and stops at every tree node the receiving side already has,
 so a second push after a small change copies a few chunks, not the store. That stop is sound because every
-copy writes children before parents (tree levels bottom up, then commits parents first): a chunk that is
-there has everything under it there, even after an interrupted copy. ``thorough=True`` walks everything
-instead and checks each chunk (for a receiving side whose chunks were deleted by hand).
+copy writes tree levels bottom up and commits after all nodes: a node that is there has everything under it
+there, even after an interrupted copy. Commits are written together (one parallel batch), so the walk follows a
+present commit's parents back to the commits the receiving side is known to have (its refs' values), reading a
+run of commits ahead to ask about them at once. ``thorough=True`` walks everything instead and checks each chunk
+(for a receiving side whose chunks were deleted by hand).
 
 Refs move last and by compare-and-swap, so an interrupted copy leaves the receiving side as it was plus
 unreferenced chunks (which a later copy reuses and a sweep may collect).
@@ -63,18 +65,10 @@ class _Plan:
     bytes: int = 0
 
     def order(self) -> list[list[ChunkId]]:
-        """Groups to write one after the other, children before parents: tree levels bottom up, then commits
-        parents first. A group may be written in parallel: none of its chunks is under another."""
+        """Groups to write one after the other: tree levels bottom up, then every commit at once. A group may be
+        written in parallel: no node of a group is under another, and commits come after every tree node."""
         groups = [self.nodes[level] for level in sorted(self.nodes)]
-        done: set[ChunkId] = set()
-        pending = dict(self.commits)
-        while pending:
-            ready = [cid for cid, parents in pending.items() if all(p in done or p not in pending for p in parents)]
-            for cid in ready:
-                del pending[cid]
-                done.add(cid)
-            groups.append(ready)
-        return groups
+        return [*groups, list(self.commits)] if self.commits else groups
 
 
 @dataclass(frozen=True)
@@ -107,12 +101,15 @@ def plan_copy(
     wave = list(dict.fromkeys(starts))
     read: dict[ChunkId, bytes] = {}
     examined = 0
+    commitish = set(wave)  # ids that may be commits: the starts, and every parent met
     while wave:
         seen.update(wave)
         asked = wave if thorough else [cid for cid in wave if cid not in known]
         missing = target.has_many(asked)
         plan.present += len(wave) - len(missing)
-        descend = asked if thorough else [cid for cid in asked if cid in missing]
+        # a present commit still leads to its parents: commits are written all at once, so one may be there
+        # without its parent after an interrupted copy (up to the known ones, whose history is complete)
+        descend = asked if thorough else [cid for cid in asked if cid in missing or cid in commitish]
         following: list[ChunkId] = []
         for i in range(0, len(descend), BATCH):
             batch = descend[i : i + BATCH]
@@ -122,9 +119,12 @@ def plan_copy(
                 data = found.get(cid)
                 if data is None:
                     raise ChunkNotFoundError(f"chunk {cid.hex()} is missing from the sending side; run fsck there")
-                children, parents = _classify(plan, cid, data, cid in missing)
+                children, parents = _classify(plan, cid, data, cid in missing, thorough)
+                commitish.update(parents)
                 following.extend(children)
-                following.extend(_read_ahead(source, parents, seen, known, read))
+                chain = _read_ahead(source, parents, seen, known, read)
+                commitish.update(chain)
+                following.extend(chain)
             examined += len(batch)
             if progress is not None:
                 progress("finding", examined, None)
@@ -153,20 +153,25 @@ def _read_ahead(
     return chain
 
 
-def _classify(plan: _Plan, cid: ChunkId, data: bytes, missing: bool) -> tuple[list[ChunkId], list[ChunkId]]:
-    """Record a chunk in the plan; returns (its children, those of them that are parent commits)."""
+def _classify(
+    plan: _Plan, cid: ChunkId, data: bytes, missing: bool, thorough: bool
+) -> tuple[list[ChunkId], list[ChunkId]]:
+    """Record a missing chunk in the plan; returns (the chunks to look at next, the parent commits among them).
+    A present commit leads to its parents only (its tree is complete: commits are written after every node) and
+    a present node nowhere, unless ``thorough``."""
+    inside = missing or thorough
     parents: list[ChunkId] = []
     if is_commit(data):
         commit = decode_commit(cid, data)
         if missing:
             plan.commits[cid] = commit.parents
         parents = list(commit.parents)
-        children = [*commit.parents, commit.tree]
+        children = [*commit.parents, commit.tree] if inside else parents
     else:
         node = decode_node(cid, data)
         if missing:
             plan.nodes.setdefault(node.level, []).append(cid)
-        children = [node.child(i) for i in range(len(node.keys))] if node.level > 0 else []
+        children = [node.child(i) for i in range(len(node.keys))] if node.level > 0 and inside else []
     plan.bytes += len(data) if missing else 0
     if missing and plan.held_bytes + len(data) <= HOLD_BYTES:
         plan.held[cid] = data
