@@ -33,6 +33,7 @@ from engram.errors import (
     StorageError,
     UnavailableError,
 )
+from engram.embed import EmbedderMismatchError
 from engram.maintenance import FsckReport, GcReport
 from engram.objects import Commit
 from engram.repo import Repository
@@ -67,6 +68,7 @@ __all__ = [
     "ConfigError",
     "ConflictError",
     "EmbedderError",
+    "EmbedderMismatchError",
     "EngramError",
     "FsckReport",
     "GcReport",

@@ -39,6 +39,7 @@ psycopg, redis, httpx) are translated at the backend boundary and never leak::
     ├── EmbedderError                 the embedding model failed or is unavailable
     ├── WriterError                   the memory writer's model failed, timed out or broke the tool rules
     └── ConfigError                   bad store URL or settings
+        └── EmbedderMismatchError     a store opened with another embedder than it records (engram.embed)
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ def _converse(client: TestClient, headers: dict[str, str] | None = None) -> list
     assert made.json()["target"] == "users.alice"
     answers = []
     for role, text, message_id in TURNS:
-        sent = client.post("/v1/conversations/chat-1/turns", json={"role": role, "text": text, "message_id": message_id},
-                           headers=headers)  # fmt: skip
+        turn = {"role": role, "text": text, "message_id": message_id}
+        sent = client.post("/v1/conversations/chat-1/turns", json=turn, headers=headers)
         assert sent.status_code == 200, sent.text
         answers.append(sent.json())
     return answers

@@ -1,7 +1,8 @@
 """An approximate nearest-neighbour graph (HNSW, from the ``usearch`` library) over unit vectors.
 
-Vectors are stored as float16 inside the graph; keys are plain integers the caller maps to its own slots. A graph saved to a file can be opened memory-mapped (read-only: the operating system pages
-it in as queries touch it) and copied into memory when it must change again.
+Vectors are stored as float16 inside the graph; keys are plain integers the caller maps to its own slots.
+A graph saved to a file can be opened memory-mapped (read-only: the operating system pages it in as queries
+touch it) and copied into memory when it must change again.
 
 Measured on realistic (clustered, low-rank) 384-d vectors: recall@10 of the exact top-10 was 0.987 at
 100k vectors with ``expansion_search=384`` (benchmarks/RESULTS.md, "In-process engine (#11)").

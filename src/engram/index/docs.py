@@ -224,7 +224,9 @@ class DocIndex:
 
             self.apply(((c.key, c.new) for c in diff_trees(self.nodes, old, root)), step, phases)
             self.root = root
-            if self.keyword.dead_ratio() > 0.5 and len(self.slot_of) > 1000:
+            # compact when most slots are dead (removed documents; a live document that is not searchable
+            # holds no postings but is not dead, so an index of mostly index=False items never rebuilds)
+            if self.size > 1000 and len(self.slot_of) < self.size / 2:
                 self._rebuild()
 
     def apply(

@@ -198,10 +198,9 @@ class VectorIndex:
         threads; return how many moved."""
         moved = 0
         while limit is None or moved < limit:
+            # with several threads the steps are bigger: a bulk build, where no query waits
+            size = STEP if threads == 1 else 4_096
             with self.lock:
-                size = (
-                    STEP if threads == 1 else 4_096
-                )  # several threads: bigger steps (a bulk build, not a query's wait)
                 step = self._step(size if limit is None else min(size, limit - moved), threads)
             if not step:
                 break
