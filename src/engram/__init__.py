@@ -10,6 +10,7 @@ an item and from which messages, branch to test a fix, merge it, revert a bad wr
     True
 """
 
+from engram.embed import EmbedderMismatchError
 from engram.errors import (
     AmbiguousRefError,
     AuthenticationError,
@@ -33,7 +34,6 @@ from engram.errors import (
     StorageError,
     UnavailableError,
 )
-from engram.embed import EmbedderMismatchError
 from engram.maintenance import FsckReport, GcReport
 from engram.objects import Commit
 from engram.repo import Repository
