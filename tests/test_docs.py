@@ -139,7 +139,8 @@ def test_readme_starts_with_the_two_setup_commands() -> None:
 
 def test_readme_make_run_serves() -> None:
     """`make run` installs, then runs `engram serve` (which the README's page run starts in its place)."""
-    recipe = subprocess.run(["make", "-n", "run"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    dry_run = ["make", "--no-print-directory", "-n", "run"]  # under `make test` make would add directory lines
+    recipe = subprocess.run(dry_run, cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert recipe.strip().splitlines()[-1] == ".venv/bin/engram serve"
     assert (
         ".[server,mcp]" in (ROOT / "Makefile").read_text() and "engram[server,mcp]" in (ROOT / "README.md").read_text()
