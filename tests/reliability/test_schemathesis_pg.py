@@ -46,6 +46,8 @@ def _pg_app(pgvector_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
     assert refs is not None and refs[0] > 0, "the fuzzed app did not write to PostgreSQL"
 
 
+# schemathesis's own strategies sometimes use the `random` module, which hypothesis deprecates (not our code)
+@pytest.mark.filterwarnings("ignore:Do not use the `random` module inside strategies")
 @pytest.mark.slow
 @schema.parametrize()
 @settings(max_examples=EXAMPLES, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))

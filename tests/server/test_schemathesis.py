@@ -28,6 +28,8 @@ def _cleanup() -> Iterator[None]:
     shutil.rmtree(_DIR, ignore_errors=True)
 
 
+# schemathesis's own strategies sometimes use the `random` module, which hypothesis deprecates (not our code)
+@pytest.mark.filterwarnings("ignore:Do not use the `random` module inside strategies")
 @schema.parametrize()
 @settings(max_examples=25, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 def test_schemathesis_every_route_conforms(case: schemathesis.Case) -> None:
