@@ -111,13 +111,7 @@ def import_items(
     edits: dict[bytes, bytes | None] = {}
     vectors: dict[bytes, bytes] = {}
     header: dict[str, Any] | None = None
-    for number, text in enumerate(lines, start=1):
-        if not text.strip():
-            continue
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InvalidInputError(f"line {number}: not JSON ({exc.msg})") from None
+    for number, data in _parsed(lines):
         if header is None:
             header = _header(data, number)
             continue
@@ -251,13 +245,7 @@ def import_history(
         if progress is not None:
             progress(1)
 
-    for number, text in enumerate(lines, start=1):
-        if not text.strip():
-            continue
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InvalidInputError(f"line {number}: not JSON ({exc.msg})") from None
+    for number, data in _parsed(lines):
         if header is None:
             header = _header(data, number)
             if header.get("history") is not True:
@@ -316,6 +304,18 @@ def _move_imported_refs(repo: Repository, header: dict[str, Any], ids: dict[str,
     for ref, (current, new) in moves.items():
         if not repo.refs.set(ref, new, current, reason="import with history"):
             raise ConflictError(f"{ref} moved during the import; run it again")
+
+
+def _parsed(lines: Iterable[str]) -> Iterator[tuple[int, Any]]:
+    """The JSON value of each non-blank line of an export, with its line number (a line that is not JSON: an
+    :class:`InvalidInputError` naming it)."""
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            yield number, json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidInputError(f"line {number}: not JSON ({exc.msg})") from None
 
 
 def _header(data: Any, number: int) -> dict[str, Any]:
