@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench clean system-deps
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,14 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/mypy --strict src/
 
-test: lint
+# What the tests drive besides Python: Debian's chromium (web UI, issue #16) and prometheus/promtool (issue #15).
+system-deps:
+	@command -v chromium >/dev/null && command -v promtool >/dev/null || { \
+	  echo "installing Debian packages chromium and prometheus (needed by the tests)"; \
+	  apt-get install -y -q chromium prometheus >/dev/null 2>&1 || \
+	  { apt-get update -q >/dev/null && apt-get install -y -q chromium prometheus >/dev/null; }; }
+
+test: lint system-deps
 	$(BIN)/pytest
 
 bench: $(VENV)/.installed-dev
