@@ -25,12 +25,13 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/mypy --strict src/
 
-# What the tests drive besides Python: Debian's chromium (web UI, issue #16) and prometheus/promtool (issue #15).
+# What the tests drive besides Python: Debian's chromium (web UI, issue #16), prometheus/promtool and
+# prometheus-alertmanager/amtool (issue #15).
 system-deps:
-	@command -v chromium >/dev/null && command -v promtool >/dev/null || { \
-	  echo "installing Debian packages chromium and prometheus (needed by the tests)"; \
-	  apt-get install -y -q chromium prometheus >/dev/null 2>&1 || \
-	  { apt-get update -q >/dev/null && apt-get install -y -q chromium prometheus >/dev/null; }; }
+	@command -v chromium >/dev/null && command -v promtool >/dev/null && command -v amtool >/dev/null || { \
+	  echo "installing Debian packages chromium, prometheus and prometheus-alertmanager (needed by the tests)"; \
+	  apt-get install -y -q chromium prometheus prometheus-alertmanager >/dev/null 2>&1 || \
+	  { apt-get update -q >/dev/null && apt-get install -y -q chromium prometheus prometheus-alertmanager >/dev/null; }; }
 
 test: lint system-deps
 	$(BIN)/pytest

@@ -6,10 +6,16 @@ batch), then measured through the public API:
 - send: ``Actor.send`` (one commit; the search index is brought up to date lazily, so also timed: send followed by
   ``Memory.update_index``, which indexes and embeds the one new message with the hashing embedder);
 - search: ``search_messages(query, filter=<nested metadata>, profile="quality")`` over every channel;
+- send with ``synchronous=normal`` (see ``docs/storage.md``): the same sends after the store is switched to the
+  durability mode that survives a process crash but not a power loss (skipped on an engram without the option);
 - events: a subscriber in another process (``Channels.subscribe``, polling by cursor every 20 ms) sees each message
   event; latency = the time it prints the event minus the time ``send`` returned.
 
-Usage: ``python benchmarks/bench_channels.py [--messages 100000] [--out results.json]``.
+Searches run with the query cache off (when the engram has one), so they measure the search, not a cache hit.
+``--keep DIR`` saves the seeded, indexed store in DIR; ``--seeded DIR`` starts from a copy of such a store instead
+of seeding (so several engram versions can be measured on the same data: run with ``PYTHONPATH=<checkout>/src``).
+
+Usage: ``python benchmarks/bench_channels.py [--messages 100000] [--keep DIR | --seeded DIR] [--out results.json]``.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -59,34 +66,60 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--messages", type=int, default=100_000)
-    parser.add_argument("--samples", type=int, default=200)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
-    rng = random.Random(13)
-    folder = Path(tempfile.mkdtemp(prefix="bench-channels-"))
-    url = f"sqlite:///{folder / 'channels.db'}"
+def seed(url: str, folder: Path, names: list[str], per_channel: int, rng: random.Random) -> tuple[float, float]:
+    """Create the project, the agent, the channels and their messages; index them. Returns (seed s, index s)."""
     memory = engram.open(url, embedder=HashingEmbedder(), vector_cache=folder / "vectors.db")
     hub = Channels(memory)
     hub.create_project("bench")
     hub.register_agent("agent", project="bench")
     actor = hub.as_agent("agent")
-    names = [f"channel-{i:02d}" for i in range(CHANNELS)]
     started = time.perf_counter()
     for name in names:
         actor.create_channel(name)
-    per_channel, batch = args.messages // CHANNELS, 500
     for name in names:
-        for start in range(0, per_channel, batch):
+        for start in range(0, per_channel, 500):
             actor.send_many(name, [{"content": _text(rng), "metadata": _meta(rng), "confidence": rng.random()}
-                                   for _ in range(min(batch, per_channel - start))])  # fmt: skip
+                                   for _ in range(min(500, per_channel - start))])  # fmt: skip
     seeded = time.perf_counter() - started
     started = time.perf_counter()
     memory.update_index()
     indexed = time.perf_counter() - started
-    print(f"seeded {per_channel * CHANNELS:,} messages in {seeded:.1f} s, indexed in {indexed:.1f} s", flush=True)
+    memory.close()
+    return seeded, indexed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--keep", type=Path, help="save the seeded, indexed store in this directory")
+    parser.add_argument("--seeded", type=Path, help="start from a copy of a store saved with --keep")
+    parser.add_argument("--ab", action="store_true",
+                        help="also time each search beside its twin scoped by an exact list of channels")  # fmt: skip
+    args = parser.parse_args()
+    rng = random.Random(13)
+    folder = Path(tempfile.mkdtemp(prefix="bench-channels-"))
+    url = f"sqlite:///{folder / 'channels.db'}"
+    names = [f"channel-{i:02d}" for i in range(CHANNELS)]
+    per_channel = args.messages // CHANNELS
+    seeded = indexed = 0.0
+    if args.seeded:
+        shutil.rmtree(folder)
+        shutil.copytree(args.seeded, folder)
+    else:
+        seeded, indexed = seed(url, folder, names, per_channel, rng)
+        if args.keep:
+            shutil.copytree(folder, args.keep)
+    memory = engram.open(url, embedder=HashingEmbedder(), vector_cache=folder / "vectors.db")
+    if getattr(memory.pool, "query_cache", None) is not None:
+        memory.pool.query_cache = None  # measure searches, not cache hits
+    started = time.perf_counter()
+    memory.update_index()
+    print(f"seeded {per_channel * CHANNELS:,} messages in {seeded:.1f} s, indexed in {indexed:.1f} s "
+          f"(index loaded in {time.perf_counter() - started:.1f} s)", flush=True)  # fmt: skip
+    hub = Channels(memory)
+    actor = hub.as_agent("agent")
 
     sends, sends_indexed = [], []
     for i in range(args.samples):
@@ -105,7 +138,61 @@ def main() -> None:
         t0 = time.perf_counter()
         found = actor.search_messages(query, filter=spec, profile="quality", limit=10)
         searches.append(time.perf_counter() - t0)
-        assert found.degraded is None and all(m.metadata["resolution"]["status"] == "solved" for m in found)
+        assert found and found.degraded is None and all(m.metadata["resolution"]["status"] == "solved" for m in found)
+    exact, twins, overlap = [], [], []  # the twins match the same messages; an approximate (ANN) candidate
+    # stage may still rank a few differently, so how many of the 10 results they share is reported too
+    stored = {f"metadata.{path}": arg for path, arg in spec.items()}  # the filter on the stored message
+    if args.ab:  # each search beside its twin done as before #13's tuning (channels listed, exact $in scope)
+        for i in range(args.samples):
+            query = f"{rng.choice(['connection refused', 'timeout reading'])} {rng.choice(SERVICES)}"
+
+            def listed_exact(query: str = query) -> list[str]:
+                mine = {i.key for i in memory.iter_items(("_channels", "memberships", "agent"))}
+                ids = sorted(c.id for c in hub.list_channels_raw() if c.kind != "notes" and (c.id in mine or (
+                    c.kind == "channel" and c.access == "open")))  # fmt: skip
+                found = memory.search(
+                    ("_channels", "messages"),
+                    query,
+                    profile="quality",
+                    limit=10,
+                    filter={
+                        "$and": [{"kind": "message"}, {"deleted": {"$ne": True}}, stored, {"channel": {"$in": ids}}]
+                    },
+                )
+                return [f"{m.value['channel']}#{m.value['number']}" for m in found]  # fmt: skip
+
+            def library(query: str = query) -> list[str]:
+                return [m.id for m in actor.search_messages(query, filter=spec, profile="quality", limit=10)]
+
+            pair = [(exact, listed_exact), (twins, library)]
+            got = []
+            for times, search in pair if i % 2 == 0 else pair[::-1]:  # alternate who goes first (warm caches)
+                t0 = time.perf_counter()
+                got.append(search())
+                times.append(time.perf_counter() - t0)
+            assert got[0] and got[1], f"no results for {query!r}"
+            overlap.append(len(set(got[0]) & set(got[1])) / max(len(got[0]), len(got[1])))
+
+    sends_normal = []
+    try:
+        from engram.backends.sqlite import set_synchronous
+    except ImportError:  # an engram without the option
+        set_synchronous = None
+    if set_synchronous is not None:
+        memory.close()
+        set_synchronous(folder / "channels.db", "normal")
+        memory = engram.open(url, embedder=HashingEmbedder(), vector_cache=folder / "vectors.db")
+        hub = Channels(memory)
+        actor = hub.as_agent("agent")
+        for i in range(args.samples):
+            t0 = time.perf_counter()
+            actor.send(names[i % CHANNELS], _text(rng), metadata=_meta(rng), confidence=0.5)
+            sends_normal.append(time.perf_counter() - t0)
+        memory.close()
+        set_synchronous(folder / "channels.db", "full")
+        memory = engram.open(url, embedder=HashingEmbedder(), vector_cache=folder / "vectors.db")
+        hub = Channels(memory)
+        actor = hub.as_agent("agent")
 
     cursor = hub.last_event()
     script = textwrap.dedent(f"""
@@ -135,13 +222,26 @@ def main() -> None:
         "messages": per_channel * CHANNELS, "channels": CHANNELS, "seed_s": round(seeded, 1),
         "index_s": round(indexed, 1),
         "send_ms": {"p50": pct(sends, 0.5), "p99": pct(sends, 0.99)},
+        "send_normal_ms": {"p50": pct(sends_normal, 0.5), "p99": pct(sends_normal, 0.99)} if sends_normal else None,
         "send_and_index_ms": {"p50": pct(sends_indexed, 0.5), "p99": pct(sends_indexed, 0.99)},
         "search_ms": {"p50": pct(searches, 0.5), "p99": pct(searches, 0.99)},
+        "search_exact_scope_ms": {"p50": pct(exact, 0.5), "p99": pct(exact, 0.99)} if exact else None,
+        "search_twin_ms": {"p50": pct(twins, 0.5), "p99": pct(twins, 0.99)} if twins else None,
+        "search_twins_overlap": round(statistics.mean(overlap), 3) if overlap else None,
         "event_latency_ms": {"p50": pct(latencies, 0.5), "p99": pct(latencies, 0.99)},
     }  # fmt: skip
     print("| measure | p50 | p99 |\n|---|---|---|")
-    for key in ("send_ms", "send_and_index_ms", "search_ms", "event_latency_ms"):
-        print(f"| {key} | {result[key]['p50']:.1f} | {result[key]['p99']:.1f} |")  # type: ignore[index]
+    for key in (
+        "send_ms",
+        "send_normal_ms",
+        "send_and_index_ms",
+        "search_ms",
+        "search_exact_scope_ms",
+        "search_twin_ms",
+        "event_latency_ms",
+    ):
+        if result[key] is not None:
+            print(f"| {key} | {result[key]['p50']:.1f} | {result[key]['p99']:.1f} |")  # type: ignore[index]
     if args.out:
         args.out.write_text(json.dumps(result, indent=2))
     print(json.dumps({k: v for k, v in result.items() if not isinstance(v, dict)}))

@@ -9,6 +9,10 @@
    writer's overhead per run (run time minus model-call time) for 10-turn windows on SQLite.
 
     python benchmarks/bench_writer.py [--data PATH] [--conversations N] [--embedder hashing|minilm] [--out FILE]
+    python benchmarks/bench_writer.py --overhead-only [--overhead-runs 40] [--synchronous full|normal]
+
+``--overhead-only`` runs part 2 alone; ``--synchronous`` sets the SQLite store's durability mode for it (see
+``docs/storage.md``; ``full`` is the default of every store).
 """
 
 from __future__ import annotations
@@ -109,8 +113,12 @@ def locomo(data: list[dict[str, Any]], embedder: str, tmp: Path) -> dict[str, An
     }  # fmt: skip
 
 
-def overhead(tmp: Path, runs: int, embedder: str) -> dict[str, Any]:
+def overhead(tmp: Path, runs: int, embedder: str, synchronous: str = "full") -> dict[str, Any]:
     """Part 2 (see the module docstring): 10-turn windows (interval 5) against the scripted server."""
+    if synchronous != "full":
+        from engram.backends.sqlite import set_synchronous
+
+        set_synchronous(tmp / "overhead.db", synchronous)
 
     def answer(body: dict[str, Any]) -> Reply:
         if any(m["role"] == "tool" for m in body["messages"]):
@@ -143,7 +151,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--embedder", default="hashing")
     parser.add_argument("--overhead-runs", type=int, default=40)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--overhead-only", action="store_true", help="measure part 2 only")
+    parser.add_argument("--synchronous", choices=("full", "normal"), default="full")
     args = parser.parse_args(argv)
+    if args.overhead_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            ov = overhead(Path(tmp), args.overhead_runs, args.embedder, args.synchronous)
+        print(f"| writer overhead per 10-turn run, p50 / p95 ({ov['runs']} runs, synchronous={args.synchronous}) | "
+              f"{ov['overhead_ms_p50']:.1f} / {ov['overhead_ms_p95']:.1f} ms |")  # fmt: skip
+        if args.out:
+            args.out.write_text(json.dumps(ov, indent=1))
+        return 0
     if not args.data.exists():
         print(f"LoCoMo not found at {args.data}: nothing to measure", file=sys.stderr)
         return 0

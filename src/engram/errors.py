@@ -36,6 +36,7 @@ psycopg, redis, httpx) are translated at the backend boundary and never leak::
     │   └── DirectMessageBlockedError the recipient's DM policy refuses the sender
     ├── StorageError                  the backend failed (I/O error, a corrupt or unexpected answer)
     │   └── UnavailableError          a dependency is down or overloaded: retry later (HTTP 503)
+    │       └── CircuitOpenError      its circuit breaker is open: failing fast until a probe succeeds
     ├── EmbedderError                 the embedding model failed or is unavailable
     ├── WriterError                   the memory writer's model failed, timed out or broke the tool rules
     └── ConfigError                   bad store URL or settings
@@ -162,6 +163,20 @@ class UnavailableError(StorageError):
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class CircuitOpenError(UnavailableError):
+    """A dependency's circuit breaker is open (:mod:`engram.breakers`): it failed repeatedly and is not called
+    until ``retry_after`` seconds pass.
+
+    Attributes:
+        dependency: the breaker's name (``postgresql:...``, ``redis:...``, ``embedder:...`` ...).
+        retry_after: seconds until the breaker lets a probe through (at least 1).
+    """
+
+    def __init__(self, message: str, dependency: str, retry_after: float) -> None:
+        super().__init__(message, retry_after)
+        self.dependency = dependency
 
 
 class EmbedderError(EngramError):

@@ -6,16 +6,19 @@ reads trees (DESIGN.md §3: a crash leaves unreachable chunks, never a ref point
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from engram.backends.base import ChunkStore, RefStore, now_ms
 from engram.errors import ChunkNotFoundError, IntegrityError
 from engram.hashing import ChunkId, chunk_id
 from engram.objects import decode_commit, is_commit
-from engram.tree import NodeStore
+from engram.tree import NodeStore, decode_node
 
 #: Chunks written this recently are never collected: a writer may not have moved its ref yet.
 GC_GRACE_MS = 10 * 60 * 1000
+#: Chunks per read of the reachability walk.
+WALK_BATCH = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,45 +62,54 @@ def iter_reachable(
     problems: dict[str, list[str]] | None = None,
 ) -> Iterator[tuple[ChunkId, str]]:
     """Yield (id, kind) of every chunk reachable from ``start`` (commits, their parents and trees). With
-    ``problems``, missing and corrupt chunks are recorded there instead of raising."""
+    ``problems``, missing and corrupt chunks are recorded there instead of raising.
+
+    The walk goes wave by wave (each wave: the chunks the last one refers to), reading the next batch of a wave
+    on another thread while this one checks and decodes the current batch (issue #15: a store's reads and
+    decompression overlap the hashing). Nodes are decoded from the bytes read (``nodes`` is not consulted)."""
     seen: set[ChunkId] = set()
-    todo = list(start)
-    while todo:
-        batch = [cid for cid in dict.fromkeys(todo[-500:]) if cid not in seen]
-        del todo[-500:]
-        found, bad = _read_for_check(chunks, batch)
-        for cid in batch:
-            if cid in bad and problems is not None:
-                seen.add(cid)
-                problems["corrupt"].append(cid.hex())
-                continue
-            seen.add(cid)
-            data = found.get(cid)
-            if data is None:
-                if problems is not None:
-                    problems["missing"].append(cid.hex())
-                    continue
-                raise ChunkNotFoundError(f"chunk {cid.hex()} is missing; run fsck")
-            if verify and chunk_id(data) != cid:
-                if problems is not None:
-                    problems["corrupt"].append(cid.hex())
-                continue
-            if is_commit(data):
-                commit = decode_commit(cid, data)
-                todo.extend(commit.parents)
-                todo.append(commit.tree)
-                yield cid, "commit"
-            else:
-                try:
-                    node = nodes.load(cid)
-                except IntegrityError:
-                    if problems is not None:
+    wave = list(dict.fromkeys(start))
+    with ThreadPoolExecutor(1, thread_name_prefix="engram-walk") as reader:
+        while wave:
+            seen.update(wave)
+            batches = [wave[i : i + WALK_BATCH] for i in range(0, len(wave), WALK_BATCH)]
+            following: list[ChunkId] = []
+            pending = reader.submit(_read_for_check, chunks, batches[0])
+            for k, batch in enumerate(batches):
+                found, bad = pending.result()
+                if k + 1 < len(batches):
+                    pending = reader.submit(_read_for_check, chunks, batches[k + 1])
+                for cid in batch:
+                    if cid in bad and problems is not None:
                         problems["corrupt"].append(cid.hex())
                         continue
-                    raise
-                if node.level > 0:
-                    todo.extend(node.child(i) for i in range(len(node.keys)))
-                yield cid, "node"
+                    data = found.get(cid)
+                    if data is None:
+                        if problems is not None:
+                            problems["missing"].append(cid.hex())
+                            continue
+                        raise ChunkNotFoundError(f"chunk {cid.hex()} is missing; run fsck")
+                    if verify and chunk_id(data) != cid:
+                        if problems is not None:
+                            problems["corrupt"].append(cid.hex())
+                        continue
+                    if is_commit(data):
+                        commit = decode_commit(cid, data)
+                        following.extend(commit.parents)
+                        following.append(commit.tree)
+                        yield cid, "commit"
+                    else:
+                        try:
+                            node = decode_node(cid, data)
+                        except IntegrityError:
+                            if problems is not None:
+                                problems["corrupt"].append(cid.hex())
+                                continue
+                            raise
+                        if node.level > 0:
+                            following.extend(node.child(i) for i in range(len(node.keys)))
+                        yield cid, "node"
+            wave = [cid for cid in dict.fromkeys(following) if cid not in seen]
 
 
 def _read_for_check(chunks: ChunkStore, batch: list[ChunkId]) -> tuple[dict[ChunkId, bytes], set[ChunkId]]:

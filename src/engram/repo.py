@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from engram import _refs, maintenance
+from engram import _refs, maintenance, observe
 from engram.backends.base import ChunkStore, RefStore, now_ms
 from engram.errors import (
     AmbiguousRefError,
@@ -100,6 +100,7 @@ class Repository:
         """Store a commit object (no ref moves)."""
         cid, data = encode_commit(tree, parents, now_ms(), author, message, metadata)
         self.chunks.put_many({cid: data})
+        observe.commit_written()
         return self.commit(cid)
 
     # ------------------------------------------------------------------- refs
@@ -312,6 +313,7 @@ class Repository:
             writer.flush()  # chunks first: one batch for the nodes and the commit
             new = self.commit(cid)
             if self.refs.set(ref, new.id, head, actor=author, reason=f"commit: {message}"):
+                observe.commit_written()
                 return new
             pause = random.uniform(0, 0.0005 * min(attempt, 20))  # writers the ref store cannot queue back off
             if time.monotonic() + pause > deadline:

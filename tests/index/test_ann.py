@@ -114,7 +114,7 @@ def test_saved_graph_reopens_memory_mapped_and_stays_writable(tmp_path: Path) ->
     path = tmp_path / "g.hnsw"
     slots = index.save_graph(path, np.arange(3_000, dtype=np.int64))
     assert slots is not None
-    graph = Graph.open(path, 64)
+    graph = Graph.open(path, 64, len(slots))
     assert graph is not None and graph.view_of == path
     again = VectorIndex(64, ann_min=1_000, background=False)
     again.load_graph(graph, slots)
@@ -126,7 +126,7 @@ def test_saved_graph_reopens_memory_mapped_and_stays_writable(tmp_path: Path) ->
     again.build()  # copies the mapped graph into memory first
     assert graph.view_of is None and again.backlog == 0
     assert int(np.argmax(again.scores(extra[3], 3_010))) == 3_003
-    assert Graph.open(tmp_path / "missing.hnsw", 64) is None
+    assert Graph.open(tmp_path / "missing.hnsw", 64, 0) is None
 
 
 def test_background_builder_empties_the_tail() -> None:

@@ -19,7 +19,6 @@ from engram.ops.backup import (
     verify_backup,
 )
 from engram.ops.remotes import open_remote
-from engram.ops.remotes.stores import chunk_key
 from engram.store import Memory, tenant_url
 
 
@@ -79,13 +78,20 @@ def test_verify_finds_a_corrupt_and_a_missing_chunk(tmp_path: Path) -> None:
     leaves = [cid for cid in remote.chunks.iter_ids()]
     tree = mem.head.tree
     victim = next(cid for cid in leaves if cid != tree and cid != mem.head.id)
-    path = tmp_path / "remote" / chunk_key(victim)
-    path.write_bytes(path.read_bytes() + b"x")
+    where = remote.chunks.locate(victim)
+    assert where is not None
+    key, at, length = where
+    path = tmp_path / "remote" / key
+    data = bytearray(path.read_bytes())
+    data[at + max(length, 1) - 1] ^= 0xFF  # one flipped bit in the chunk, loose or in a pack
+    path.write_bytes(bytes(data))
+    remote = open_remote(f"dir://{tmp_path / 'remote'}")  # nothing cached
     report = verify_backup(remote, backup)
-    assert not report.ok
+    assert victim.hex() in report.corrupt
+    path.with_suffix(".idx").unlink(missing_ok=True)
     path.unlink()
-    report = verify_backup(remote, backup)
-    assert report.missing or report.corrupt
+    report = verify_backup(open_remote(f"dir://{tmp_path / 'remote'}"), backup)
+    assert victim.hex() in report.missing
 
 
 def test_prune_keeps_by_rule_and_sweeps_unreached_chunks(tmp_path: Path) -> None:

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from conftest import S3Server
 
 import engram
-from engram.errors import UnavailableError
+from engram.errors import CircuitOpenError, UnavailableError
 from engram.ops.backup import create_backup, list_backups, prune_backups, restore_backup, verify_backup
 from engram.ops.remotes import clone_into, open_remote, push
 from engram.store import Memory
+
+T = TypeVar("T")
 
 
 def _filled(path: Path, n: int) -> Memory:
@@ -35,6 +40,18 @@ def test_s3_push_then_clone(s3: S3Server, tmp_path: Path) -> None:
     remote.close()
 
 
+def _once_closed(call: Callable[[], T], timeout: float = 15.0) -> T:
+    """``call()`` once the S3 breaker, opened by the outage, lets requests through again (it says when)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return call()
+        except CircuitOpenError as exc:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(min(exc.retry_after or 0.5, 0.5))
+
+
 def test_s3_server_killed_mid_push_then_resumed(s3: S3Server, tmp_path: Path) -> None:
     mem = _filled(tmp_path / "a", 6000)
     remote = open_remote(s3.url())
@@ -50,7 +67,7 @@ def test_s3_server_killed_mid_push_then_resumed(s3: S3Server, tmp_path: Path) ->
         push(mem.repo, remote.chunks, remote.refs, progress=kill_after_first_batch)
     total = copied and copied[0]
     s3.start()
-    assert remote.refs.list() == {}  # no ref moved: the remote is as it was, plus unreferenced chunks
+    assert _once_closed(remote.refs.list) == {}  # no ref moved: the remote is as it was, plus unreferenced chunks
     resumed = push(mem.repo, remote.chunks, remote.refs)
     assert resumed.ok and resumed.present >= total > 0  # what the first push wrote is not sent again
     assert remote.refs.get("heads/main") == mem.head.id

@@ -6,12 +6,11 @@ Private to :mod:`engram.backends.postgres` (which re-exports :func:`translate_er
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from engram.breakers import DEFAULTS, CircuitBreaker, register
 from engram.errors import ConfigError, EngramError, InvalidInputError, StorageError, UnavailableError
 
 
@@ -102,8 +101,10 @@ def translated(context: str = "PostgreSQL") -> Iterator[None]:
         raise translate_error(exc, context) from exc
 
 
-class Breaker:
-    """Closed -> open -> half-open, as a small circuit breaker.
+class Breaker(CircuitBreaker):
+    """PostgreSQL's circuit breaker: an :class:`engram.breakers.CircuitBreaker` (shown by
+    :func:`engram.breakers.snapshot` as ``postgresql:<host>:<port>/<database>``) that opens on the first lost
+    connection.
 
     When a connection breaks, the breaker goes half-open at once: the next caller (the probe) asks for
     a fresh connection while the others fail fast. When the probe (or any caller) cannot get one, the
@@ -111,52 +112,39 @@ class Breaker:
     answer from the database closes it.
     """
 
-    def __init__(self, window: float) -> None:
-        self.window = window
-        self._lock = threading.Lock()
-        self._until: float | None = None  # None: closed; else open until this monotonic time
-        self._probing = False
-        self._reason = ""
+    def __init__(self, window: float | None, name: str = "postgresql") -> None:
+        window = DEFAULTS["postgresql"].reset_timeout if window is None else window
+        super().__init__(name, failure_threshold=1, reset_timeout=window, label="PostgreSQL")
+        register(self)
 
     def admit(self) -> bool:
         """Let a caller through (True: it is the probe), or raise :class:`UnavailableError`."""
-        with self._lock:
-            if self._until is None:
-                return False
-            now = time.monotonic()
-            if now < self._until or self._probing:
-                wait = max(self._until - now, 0.0)
-                raise UnavailableError(
-                    f"PostgreSQL is unavailable ({self._reason}); trying it again in {wait:.1f} s", max(wait, 1.0)
-                )
-            self._probing = True
-            return True
+        return self.acquire()
 
     def opened(self, reason: str, *, suspect: bool = False) -> None:
         """The database did not answer: fail fast for the window (``suspect``: a connection broke,
         so let the next caller probe at once)."""
-        with self._lock:
-            if suspect and self._until is not None and not self._probing:
-                return  # already open: a stale connection breaking says nothing new
-            if self._until is None:
-                self._reason = reason  # the first failure says most: a probe that fails just times out
-            self._until = time.monotonic() + (0.0 if suspect else self.window)
-            self._probing = False
+        self.record_failure(reason, retry_in=0.0 if suspect else None)
 
     def closed(self, probe: bool) -> None:
         """The database answered (``probe``: this caller was the probe)."""
-        if probe or self._until is not None:
-            with self._lock:
-                if probe or not self._probing:
-                    self._until = None
-                    self._probing = False
+        self.record_success(probe)
 
     def released(self) -> None:
         """The probe ended without telling whether the database answered: the next caller probes."""
-        with self._lock:
-            self._probing = False
+        self.release_probe()
 
     @property
     def open(self) -> bool:
         """True while callers fail fast (or one probes)."""
-        return self._until is not None
+        return self.is_open
+
+
+def dependency_name(url: str) -> str:
+    """``postgresql:<host>:<port>/<database>`` for a connection URL (never its user or password)."""
+    psycopg, _ = psycopg_modules()
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "postgresql"
+    return f"postgresql:{info.get('host') or 'localhost'}:{info.get('port') or 5432}/{info.get('dbname') or ''}"

@@ -105,7 +105,8 @@ class RefStore(ABC):
         """Move ``name`` to ``new`` only if it is now ``expected`` (``None`` = must not exist).
 
         ``new=None`` deletes the ref. Returns False, changing nothing, when the current value differs.
-        A successful change is durable when this returns and is recorded in the reflog.
+        A successful change is durable when this returns and is recorded in the reflog (a SQLite store set to
+        ``synchronous="normal"`` keeps it through a crash of the process, not a power loss: see ``docs/storage.md``).
         """
 
     @abstractmethod

@@ -36,6 +36,7 @@ from engram.backends._pgerrors import (
     ROLLED_BACK,
     Breaker,
     connection_lost,
+    dependency_name,
     is_driver_error,
     psycopg_modules,
     said,
@@ -54,6 +55,7 @@ from engram.backends._pgschema import (
     schema_version,
 )
 from engram.backends.base import ChunkStore, RefLogEntry, RefStore, now_ms
+from engram.breakers import unregister
 from engram.errors import ConfigError, EngramError, UnavailableError
 from engram.hashing import ChunkId
 
@@ -69,7 +71,8 @@ _PAGE = 1000
 #: Seconds libpq waits for a new connection, unless the URL sets ``connect_timeout`` (libpq's minimum is 2).
 #: Seconds a request waits for a pooled connection before PostgreSQL counts as unavailable.
 ACQUIRE_TIMEOUT = 1.0
-#: Seconds requests fail fast after a lost connection before one of them probes the database again.
+#: Seconds requests fail fast after a lost connection before one of them probes the database again (the
+#: default of the ``postgresql`` breakers, ``engram.breakers.DEFAULTS``; kept for compatibility).
 RETRY_WINDOW = 2.0
 #: Seconds the probe (the one request let through after a lost connection) waits for a fresh connection:
 #: shorter than a readiness check, so that one reports what the database said, not a timeout of its own.
@@ -91,7 +94,8 @@ class PostgresDatabase:
         max_size: connections at most.
         timeout: seconds a request waits for a pooled connection before failing as unavailable.
         connect_timeout: seconds libpq waits for a new connection (unless the URL sets it).
-        retry_window: seconds requests fail fast after a lost connection before one probes again.
+        retry_window: seconds requests fail fast after a lost connection before one probes again (None: the
+            ``postgresql`` setting of :mod:`engram.breakers`, 2 s unless configured).
     """
 
     def __init__(
@@ -103,7 +107,7 @@ class PostgresDatabase:
         max_size: int = 16,
         timeout: float = ACQUIRE_TIMEOUT,
         connect_timeout: int = CONNECT_TIMEOUT,
-        retry_window: float = RETRY_WINDOW,
+        retry_window: float | None = None,
     ) -> None:
         if not _REPO.match(repo):
             raise ConfigError(f"invalid repository id {repo!r}: use 1-128 letters, digits, '-' or '_'")
@@ -112,7 +116,7 @@ class PostgresDatabase:
         self.repo = repo
         self.timeout = timeout
         self.max_size = max_size
-        self._breaker = Breaker(retry_window)
+        self._breaker = Breaker(retry_window, dependency_name(url))
         self._busy = [0]  # connections held by callers right now (shared by every view of this pool)
         self._busy_lock = threading.Lock()
         self._shared: tuple[str, ...] | None = None  # the registry key of a pool shared by several repositories
@@ -238,6 +242,7 @@ class PostgresDatabase:
         self._closed = True
         if self._shared is None or _release_shared(self._shared):
             self.pool.close()
+            unregister(self._breaker)
 
 
 #: One pool per database (URL and pool options) for every repository of this process that uses it: a server

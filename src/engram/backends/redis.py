@@ -34,6 +34,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 from engram.backends.base import ChunkStore, RefStore
 from engram.backends.wrappers import ForwardingRefStore
+from engram.breakers import CircuitBreaker, CircuitOpenError, register, unregister
 from engram.errors import ConfigError
 from engram.hashing import ID_SIZE, ChunkId, chunk_id
 
@@ -112,31 +113,45 @@ class RedisHealth:
         self.retry_interval = retry_interval
         self._clock = clock
         self._lock = threading.Lock()
-        self._down = False
-        self._next_try = 0.0
         self._error: str | None = None
         self._since: datetime | None = None
-        self._down_at = 0.0
+        #: The circuit breaker of this Redis (``redis:<host>:<port>/<db>`` in :func:`engram.breakers.snapshot`):
+        #: open from the first failure, one probe per ``retry_interval``.
+        self.breaker = register(
+            CircuitBreaker(
+                f"redis:{_where(self.client)}", failure_threshold=1, reset_timeout=retry_interval, clock=clock,
+                label=f"Redis cache at {_where(self.client)}",
+            )
+        )  # fmt: skip
 
     @property
     def degraded(self) -> bool:
         """True while Redis is considered down and calls bypass it."""
-        return self._down
+        return self.breaker.is_open
 
     def run(self, op: Callable[[redis.Redis], T]) -> T | None:
         """Run ``op(client)``; return ``None`` instead when Redis is down or the call fails.
 
-        Callers treat ``None`` as "no answer from the cache" and use the inner store.
+        Callers treat ``None`` as "no answer from the cache" and use the inner store. Calls go through
+        :attr:`breaker`: while it is open they skip Redis without paying a timeout.
         """
-        if not self._usable():
+        try:
+            probe = self.breaker.acquire()
+        except CircuitOpenError:
             return None
         try:
             result = op(self.client)
         except _FAILURES as exc:
-            self._failed(exc)
+            self._failed(exc, probe)
             return None
-        if self._down:
-            self._recovered()
+        except BaseException:
+            if probe:
+                self.breaker.release_probe()
+            raise
+        if self.breaker.is_open:
+            self._recovered(probe)
+        else:
+            self.breaker.record_success(probe)
         return result
 
     def status(self, *, probe: bool = False) -> dict[str, Any]:
@@ -148,38 +163,31 @@ class RedisHealth:
         """
         if probe:
             self.run(lambda r: r.ping())
+        down = self.breaker.is_open
         with self._lock:
             return {
-                "ok": not self._down,
-                "degraded": self._down,
+                "ok": not down,
+                "degraded": down,
                 "error": self._error,
                 "since": None if self._since is None else self._since.isoformat(),
             }
 
     def close(self) -> None:
-        """Close the client's connections if this object opened it from a URL."""
+        """Close the client's connections if this object opened it from a URL (and stop showing its breaker)."""
+        unregister(self.breaker)
         if self.owns_client:
             self.client.close()
 
-    def _usable(self) -> bool:
-        if not self._down:
-            return True
+    def _failed(self, exc: BaseException, probe: bool) -> None:
+        was_down = self.breaker.is_open
         with self._lock:
-            now = self._clock()
-            if not self._down or now >= self._next_try:
-                self._next_try = now + self.retry_interval  # one caller probes; the rest keep bypassing
-                return True
-            return False
-
-    def _failed(self, exc: BaseException) -> None:
-        with self._lock:
-            self._next_try = self._clock() + self.retry_interval
             self._error = f"{type(exc).__name__}: {exc}"
-            if self._down:
-                return
-            self._down = True
-            self._down_at = self._clock()
-            self._since = datetime.now(UTC)
+            if not was_down:
+                self._since = datetime.now(UTC)
+        self.breaker.record_failure(self._error, probe=probe)
+        if was_down:
+            return
+        register(self.breaker)  # shown again if a close() hid it and the cache is still in use
         log.warning(
             "Redis cache at %s is unavailable (%s); serving from the store without it, retrying every %g s",
             _where(self.client),
@@ -187,14 +195,15 @@ class RedisHealth:
             self.retry_interval,
         )
 
-    def _recovered(self) -> None:
+    def _recovered(self, probe: bool) -> None:
+        self.breaker.record_success(probe)
+        if self.breaker.is_open:
+            return  # another caller is probing: its answer decides
         with self._lock:
-            if not self._down:
-                return
-            self._down = False
-            self._error = None
-            self._since = None
-            outage = self._clock() - self._down_at
+            since, self._since, self._error = self._since, None, None
+        if since is None:
+            return  # another caller saw the same recovery and logged it
+        outage = (datetime.now(UTC) - since).total_seconds()
         log.info("Redis cache at %s reconnected after %.1f s", _where(self.client), outage)
 
 

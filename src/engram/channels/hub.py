@@ -87,6 +87,26 @@ class Writer:
         return event
 
 
+class Directory:
+    """Every channel and every agent's memberships as of one version of the store (a tree root): what each
+    search needs to know which channels an agent may read. Read once per version; memberships per agent on
+    first use."""
+
+    def __init__(self, root: bytes, reader: Reader, channels: list[Channel]) -> None:
+        self.root = root
+        self.channels = channels
+        self._reader = reader
+        self._memberships: dict[str, frozenset[str]] = {}
+
+    def memberships(self, agent: str) -> frozenset[str]:
+        """The ids of the channels ``agent`` is a member of."""
+        found = self._memberships.get(agent)
+        if found is None:
+            found = frozenset(i.key for i in self._reader.iter_items(layout.memberships_ns(agent)))
+            self._memberships[agent] = found
+        return found
+
+
 class Channels:
     """Channels, direct messages and notes for a team of agents, stored in ``memory``'s branch.
 
@@ -99,6 +119,7 @@ class Channels:
         self.max_content = max_content
         self.max_metadata = max_metadata
         self._lock = threading.Lock()
+        self._directory: Directory | None = None
 
     # ------------------------------------------------------------------ the write path
 
@@ -248,6 +269,16 @@ class Channels:
         if item is None:
             raise ChannelNotFoundError(f"no channel {channel_id!r}")
         return Channel.from_value(channel_id, item.value)
+
+    def directory(self) -> Directory:
+        """The channels and memberships at the head of the branch, cached until the head's tree changes (every
+        write changes it: each one appends an event), so repeated searches between writes read them once."""
+        head = self.memory.head
+        found = self._directory
+        if found is None or found.root != head.tree:
+            view = self.memory.at(head.id.hex())
+            found = self._directory = Directory(head.tree, view, self.list_channels_raw(view))
+        return found
 
     def list_channels_raw(self, reader: Reader | None = None) -> list[Channel]:
         """Every channel, DM and notes channel (no permission applied)."""

@@ -122,15 +122,16 @@ class Messaging:
 
     def readable(self) -> list[Channel]:
         """Every channel (not notes) this agent may read."""
-        mine = {item.key for item in self.hub.memory.iter_items(layout.memberships_ns(self.id))}
-        return [c for c in self.hub.list_channels_raw() if c.kind != "notes"
+        directory = self.hub.directory()
+        mine = directory.memberships(self.id)
+        return [c for c in directory.channels if c.kind != "notes"
                 and (c.id in mine or (c.kind == "channel" and c.access == "open" and self.in_scope(c)))]  # fmt: skip
 
     def list_channels(self, *, include_archived: bool = False) -> list[Channel]:
         """Channels this agent may read or join (DMs included, notes channels not)."""
         mine = {c.id for c in self.readable()}
-        return [c for c in self.hub.list_channels_raw() if (include_archived or not c.archived) and c.kind != "notes"
-                and (c.id in mine or (self.in_scope(c) and c.access == "members"))]  # fmt: skip
+        return [c for c in self.hub.directory().channels if (include_archived or not c.archived)
+                and c.kind != "notes" and (c.id in mine or (self.in_scope(c) and c.access == "members"))]  # fmt: skip
 
     def readable_channel(self, channel: str, reader: Reader | None = None) -> Channel:
         """Resolve a channel this agent may read; :class:`NotAMemberError` when it may not."""

@@ -18,6 +18,7 @@ from engram.store.ranking import Profile
 
 if TYPE_CHECKING:
     from engram.channels.actor import Actor
+    from engram.store.item import SearchResults
 
 
 def run(
@@ -44,7 +45,7 @@ def run(
     """Search ``kind`` (``message`` or ``note``) in the given channels (already permission-checked)."""
     if query is not None and not isinstance(query, str):
         raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
-    parts: list[dict[str, Any]] = [{"kind": kind}, {"deleted": {"$ne": True}}]
+    parts: list[dict[str, Any]] = []  # the caller's conditions first: they are the selective ones
     user = layout.metadata_filter(filter)
     if user:
         parts.append(user)
@@ -65,13 +66,32 @@ def run(
     if not channels:
         return MessageResults([], "list" if query is None else "keyword")
     ids = sorted(set(channels))
-    parts.append({"channel": {"$in": ids}})
+    parts += [{"kind": kind}, {"deleted": {"$ne": True}}]
     prefix = layout.messages_ns(ids[0]) if len(ids) == 1 else layout.MESSAGES
-    found = actor.hub.memory.search(
-        prefix, query, filter={"$and": parts}, limit=limit, offset=offset, mode=mode, profile=profile,
-        explain=explain, at=at,
-    )  # fmt: skip
+    scope = _scope(actor, ids)
+
+    def search(condition: dict[str, Any] | None) -> SearchResults:
+        return actor.hub.memory.search(
+            prefix, query, filter={"$and": parts + ([condition] if condition else [])}, limit=limit, offset=offset,
+            mode=mode, profile=profile, explain=explain, at=at,
+        )  # fmt: skip
+
+    found, allowed = search(scope), set(ids)
+    if scope != {"channel": {"$in": ids}} and any(i.value.get("channel") not in allowed for i in found):
+        found = search({"channel": {"$in": ids}})  # a channel appeared since the scope was read: be exact
     return MessageResults([Message.from_item(i, i.score, i.explain) for i in found], found.mode, found.degraded)
+
+
+def _scope(actor: Actor, ids: list[str]) -> dict[str, Any] | None:
+    """The filter condition keeping a search to the channels ``ids``: ``$in`` them, or, when the caller may read
+    most channels, ``$nin`` the others (None when it may read them all), which costs far less per candidate.
+    The short forms are checked against the results, since a channel may be created after this was read."""
+    if len(ids) == 1:
+        return None  # the namespace prefix is the channel's own
+    others = sorted({c.id for c in actor.hub.directory().channels} - set(ids))
+    if len(others) >= len(ids):
+        return {"channel": {"$in": ids}}
+    return {"channel": {"$nin": others}} if others else None
 
 
 def _strings(values: Sequence[str], what: str) -> list[str]:

@@ -31,6 +31,8 @@ class _LazyGroup(click.Group):
         "pull": ("engram.cli.remotes:pull", "Fetch, then fast-forward or merge the current branch."),
         "clone": ("engram.cli.remotes:clone", "Copy a remote's branches, tags and history into a new store."),
         "backup": ("engram.cli.remotes:backup", "Incremental, verified backups to a remote: create, list, restore."),
+        "doctor": ("engram.cli.doctor:doctor", "Check the store, cache, embedder, index and remotes, as /readyz does."),
+        "shard": ("engram.cli.shards:shard", "Shard tenants over PostgreSQL databases: add, plan, move (#17)."),
     }
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

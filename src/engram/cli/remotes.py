@@ -212,14 +212,21 @@ remote_option = click.option("--remote", "remote_name", default="origin", show_d
 @backup.command(name="create")
 @remote_option
 @click.option("--name", help="Backup name (default: the UTC time, e.g. 20261120T111500Z-123).")
+@click.option("--metrics-file", type=click.Path(dir_okay=False),
+              help="On success, write the backup's time (engram_last_backup_success_timestamp_seconds) here, "
+                   "for node_exporter's textfile collector.")  # fmt: skip
 @click.pass_context
 @friendly
-def backup_create(ctx: click.Context, remote_name: str, name: str | None) -> None:
+def backup_create(ctx: click.Context, remote_name: str, name: str | None, metrics_file: str | None) -> None:
     """Back up every branch, tag and store record, sending only the chunks the remote lacks."""
     mem = store_of(ctx)
     _, target = _remote(ctx, remote_name)
     with _progress() as progress:
         made, report = backups.create_backup(mem.repo, target, name, actor=mem.author, progress=progress)
+    if metrics_file is not None:
+        from engram.ops.metrics import write_textfile  # issue #15
+
+        write_textfile(metrics_file)
     items, sent = plural(sum(made.items.values()), "item"), plural(report.chunks, "chunk")
     out.print(f"backup [green]{escape(made.name)}[/green]: {items}, sent {sent} ({_size(report.bytes)}), "
               f"{report.present:,} already there")  # fmt: skip

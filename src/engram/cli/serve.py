@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 from rich.markup import escape
 
 from engram.cli._common import err, friendly, loopback_only, out, served_store, vector_cache_of
-from engram.errors import ConfigError
+from engram.errors import ConfigError, InvalidInputError
 from engram.ops.access import SCOPES, KeyRing
+from engram.ops.schedule import parse_duration
 from engram.ops.tenants import MAX_OPEN
 from engram.server.app import create_app
 from engram.server.config import MiB, ServerConfig
@@ -27,6 +29,20 @@ _keys_file = click.option(
     type=click.Path(dir_okay=False, path_type=Path),
     help="API keys file (default: <store dir>/keys.json).",
 )
+
+
+class Duration(click.ParamType):  # type: ignore[type-arg]
+    """A duration such as 30m, 6h, 24h or 7d, in seconds."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, float):
+            return value
+        try:
+            return parse_duration(str(value))
+        except InvalidInputError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 def _config(ctx: click.Context, keys_file: Path | None, max_body: int = MiB, **extra: Any) -> ServerConfig:
@@ -76,22 +92,37 @@ def _config(ctx: click.Context, keys_file: Path | None, max_body: int = MiB, **e
 )
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["critical", "error", "warning", "info", "debug"]))  # fmt: skip
+@click.option("--backup-every", type=Duration(), metavar="DURATION",
+              help="Back up the store every DURATION (30m, 6h, 24h, 7d); now if the last backup is older.")  # fmt: skip
+@click.option("--backup-remote", default="origin", show_default=True, help="Remote name or URL of --backup-every.")
+@click.option("--shard-catalog", envvar="ENGRAM_SHARD_CATALOG", metavar="URL",
+              help="Shard catalog (PostgreSQL URL): serve each tenant from its shard (docs/scaling.md).")  # fmt: skip
+@click.option("--replica", "replicas", multiple=True, metavar="URL",
+              help="A read replica (PostgreSQL standby) of the store; repeatable (see docs/scaling.md).")  # fmt: skip
+@click.option("--replica-max-lag", default=10.0, show_default=True, type=click.FloatRange(0), metavar="SECONDS",
+              help="Reads without a token skip a replica lagging more than this.")  # fmt: skip
 @click.pass_context
 @friendly
 def serve(
     ctx: click.Context, host: str, port: int, keys_file: Path | None, max_body: int, max_tenants: int,
     index_delay: float, no_background_index: bool, writer_extractor: str, writer_interval: int, writer_policy: str,
-    log_level: str,
+    log_level: str, backup_every: float | None, backup_remote: str, shard_catalog: str | None,
+    replicas: tuple[str, ...], replica_max_lag: float,
 ) -> None:  # fmt: skip
     """Serve the HTTP API: LangGraph's store routes, /v1 versioning routes, docs at /docs."""
     import uvicorn
 
     delay = None if no_background_index else index_delay
     extractor = None if writer_extractor == "none" else writer_extractor
+    if ctx.get_parameter_source("backup_remote") is ParameterSource.COMMANDLINE and backup_every is None:
+        raise click.UsageError("--backup-remote needs --backup-every (e.g. --backup-every 24h)")
     config = _config(ctx, keys_file, max_body, max_tenants=max_tenants, index_delay=delay, writer_extractor=extractor,
-                     writer_interval=writer_interval, writer_policy=writer_policy)  # fmt: skip
+                     writer_interval=writer_interval, writer_policy=writer_policy, backup_every=backup_every,
+                     backup_remote=backup_remote, shard_catalog=shard_catalog)  # fmt: skip
+    config.replicas, config.replica_max_lag = replicas, replica_max_lag  # read replicas (issue #17)
     app = create_app(config)
     app.state.engram.tenants.probe()  # open the store now: a bad --store fails here, with one line
+    app.state.engram.tenants.backups()  # and a bad --backup-remote too
     local: bool = app.state.engram.local
     if local:
         host = loopback_only(host)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import random
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -11,6 +12,8 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from engram.breakers import CircuitBreaker, CircuitOpenError
+from engram.breakers import breaker as shared_breaker
 from engram.embed.base import Vectors, check_texts, normalize_rows, require_positive
 from engram.errors import ConfigError, EmbedderError
 
@@ -26,9 +29,13 @@ MAX_RETRY_AFTER = 10.0
 class OpenAIEmbedder:
     """Embeds texts with a remote model through ``POST {base_url}/embeddings``.
 
-    Connection errors and 429/5xx answers are retried ``retries`` times, waiting ``backoff``, then twice
-    that, and so on (or the server's ``Retry-After``, up to 10 s). Every failure ends as an
-    :class:`EmbedderError` carrying the server's own message when it sent one.
+    Connection errors and 429/5xx answers are retried ``retries`` times, waiting up to ``backoff``, then up
+    to twice that, and so on (jittered: between half and all of it; or the server's ``Retry-After``, up to
+    10 s). Every failure ends as an :class:`EmbedderError` carrying the server's own message when it sent one.
+
+    Every request goes through a circuit breaker (:mod:`engram.breakers`), shared by every embedder of the
+    same host: after 5 failed requests in a row it opens, and embedding fails at once (hybrid searches run
+    as keyword search, flagged ``degraded``; new items wait for their vectors) until a probe succeeds.
 
     Args:
         base_url: the API root, e.g. ``http://localhost:11434/v1``.
@@ -42,6 +49,7 @@ class OpenAIEmbedder:
         client: an ``httpx.Client`` to send with (its transport, proxies, TLS); it is not closed here.
         retries: further tries after a failed one.
         backoff: seconds before the first retry; doubled each time.
+        breaker: the circuit breaker to use; None: the process's breaker ``embedder:<host[:port]>``.
 
     Raises:
         ConfigError: a bad URL, an empty model name or a non-positive number.
@@ -60,6 +68,7 @@ class OpenAIEmbedder:
         *,
         retries: int = 2,
         backoff: float = 0.5,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         parts = urlsplit(base_url)
         try:
@@ -88,6 +97,7 @@ class OpenAIEmbedder:
         self._client = client if client is not None else httpx.Client(timeout=timeout)
         host = parts.hostname + (f":{port}" if port else "")
         self._model_id = f"openai:{model}@{host}"
+        self.breaker = breaker if breaker is not None else shared_breaker(f"embedder:{host}")
         self._spec = f"openai:{model}@{base_url}"
 
     @property
@@ -151,7 +161,7 @@ class OpenAIEmbedder:
         for attempt in range(self._retries + 1):
             last = attempt == self._retries
             try:
-                response = self._client.post(self._url, json=payload, headers=self._headers, timeout=self._timeout)
+                response = self._send(payload)
             except httpx.TimeoutException as exc:
                 if isinstance(exc, httpx.ConnectTimeout) and not last:
                     self._sleep(attempt, None)
@@ -176,8 +186,31 @@ class OpenAIEmbedder:
                 raise EmbedderError(f"{self._url} answered with malformed JSON: {response.text[:200]!r}") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _send(self, payload: dict[str, Any]) -> httpx.Response:
+        """One request through the breaker: a transport failure, 429 or 5xx counts against the endpoint."""
+        import httpx
+
+        try:
+            probe = self.breaker.acquire()
+        except CircuitOpenError as exc:
+            raise EmbedderError(f"the embedding endpoint {self._url} is unavailable: {exc}") from exc
+        try:
+            response = self._client.post(self._url, json=payload, headers=self._headers, timeout=self._timeout)
+        except httpx.HTTPError as exc:
+            self.breaker.record_failure(f"{type(exc).__name__}: {exc}", probe=probe)
+            raise
+        except BaseException:
+            if probe:
+                self.breaker.release_probe()
+            raise
+        if response.status_code in RETRY_STATUSES:
+            self.breaker.record_failure(f"HTTP {response.status_code}", probe=probe)
+        else:
+            self.breaker.record_success(probe)
+        return response
+
     def _sleep(self, attempt: int, retry_after: str | None) -> None:
-        delay = self._backoff * 2**attempt
+        delay = self._backoff * 2**attempt * random.uniform(0.5, 1.0)  # jitter: clients that failed together
         if retry_after is not None:
             with contextlib.suppress(ValueError):
                 delay = min(max(float(retry_after), 0.0), MAX_RETRY_AFTER)

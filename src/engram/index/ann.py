@@ -1,8 +1,10 @@
 """An approximate nearest-neighbour graph (HNSW, from the ``usearch`` library) over unit vectors.
 
-Vectors are stored as float16 inside the graph; keys are plain integers the caller maps to its own slots.
-A graph saved to a file can be opened memory-mapped (read-only: the operating system pages it in as queries
-touch it) and copied into memory when it must change again.
+Vectors are stored as float16; keys are plain integers the caller maps to its own slots. Vectors added in
+this process live in blocks of rows owned by :class:`Graph`, which the library points into instead of
+copying them (one copy of each vector, which exact scoring reads too). A graph saved to a file can be opened
+memory-mapped (read-only: the operating system pages it in as queries touch it) and copied into memory when
+it must change again.
 
 Measured on realistic (clustered, low-rank) 384-d vectors: recall@10 of the exact top-10 was 0.987 at
 100k vectors with ``expansion_search=384`` (benchmarks/RESULTS.md, "In-process engine (#11)").
@@ -24,6 +26,8 @@ CONNECTIVITY = 16
 EXPANSION_ADD = 64
 #: Candidates kept while searching up to 100k vectors: 256 gave recall@10 0.975 at 100k, 384 gave 0.99.
 EXPANSION_SEARCH = 384
+#: Rows per block of the vectors added in this process (12.6 MB of 384-d float16 rows).
+BLOCK = 16_384
 #: Graph size from which the candidates grow (with the square root of the size): at 300k, 384 kept only
 #: 0.957 of the exact top 10.
 EXPANSION_FROM = 100_000
@@ -43,7 +47,7 @@ def _usearch() -> Any:
 class Graph:
     """An HNSW graph of float16 unit vectors under integer keys (cosine similarity)."""
 
-    def __init__(self, dim: int, *, native: Any = None, path: Path | None = None) -> None:
+    def __init__(self, dim: int, *, native: Any = None, path: Path | None = None, keys: int = 0) -> None:
         self.dim = dim
         if native is None:
             native = _usearch()(
@@ -52,25 +56,31 @@ class Graph:
         self._index = native
         #: The file this graph is a read-only view of (None once it is in memory and writable).
         self.view_of = path
+        #: Keys below this came with the saved graph (their vectors are in the library's memory or file);
+        #: keys from it on are added in this process, in order, and their vectors live in ``_blocks``.
+        self.first = keys
+        self._blocks: list[npt.NDArray[np.float16]] = []
+        self._stored = 0
 
     @classmethod
-    def open(cls, path: Path, dim: int) -> Graph | None:
-        """The graph saved at ``path``, memory-mapped; None when it is absent, unreadable or of another size."""
+    def open(cls, path: Path, dim: int, keys: int) -> Graph | None:
+        """The graph saved at ``path`` (with keys below ``keys``), memory-mapped; None when it is absent,
+        unreadable or of another size."""
         try:
             native = _usearch().restore(str(path), view=True)
         except (OSError, RuntimeError, ValueError):
             return None
         if native is None or native.ndim != dim:
             return None
-        return cls(dim, native=native, path=path)
+        return cls(dim, native=native, path=path, keys=keys)
 
     def __len__(self) -> int:
         return int(self._index.size)
 
     @property
     def nbytes(self) -> int:
-        """Memory the graph and its vectors take (what usearch reports)."""
-        return int(self._index.memory_usage)
+        """Memory the graph and its vectors take (what usearch reports, plus the blocks it points into)."""
+        return int(self._index.memory_usage) + sum(b.nbytes for b in self._blocks)
 
     def writable(self) -> None:
         """Copy a memory-mapped graph into memory, so it can change."""
@@ -79,9 +89,34 @@ class Graph:
             self.view_of = None
 
     def add(self, keys: npt.NDArray[np.int64], rows: npt.NDArray[np.float32], threads: int = 1) -> None:
-        """Insert rows (unit vectors) under new keys."""
+        """Insert rows (unit vectors) under new keys: the next keys in order (``first``, ``first + 1``, ...)."""
         self.writable()
-        self._index.add(keys.astype(np.uint64), np.ascontiguousarray(rows, dtype=np.float32), threads=threads)
+        if len(keys) and (keys[0] != self.first + self._stored or np.any(np.diff(keys) != 1)):
+            raise ValueError("graph keys must be added in order, each once")
+        half = np.asarray(rows, dtype=np.float16)
+        done = 0
+        while done < len(keys):
+            at = self._stored % BLOCK
+            if at == 0:
+                self._blocks.append(np.zeros((BLOCK, self.dim), dtype=np.float16))
+            take = min(BLOCK - at, len(keys) - done)
+            block = self._blocks[-1]
+            block[at : at + take] = half[done : done + take]
+            # the library keeps pointers into the block (never reallocated), not a copy
+            part = keys[done : done + take].astype(np.uint64)
+            self._index.add(part, block[at : at + take], copy=False, threads=threads)
+            self._stored += take
+            done += take
+
+    def stored(self, keys: npt.NDArray[np.int64]) -> npt.NDArray[np.float16]:
+        """The float16 vectors of keys added in this process (``keys >= first``)."""
+        at = keys - self.first
+        block, row = at // BLOCK, at % BLOCK
+        out = np.empty((len(keys), self.dim), dtype=np.float16)
+        for b in np.unique(block).tolist():
+            chosen = block == b
+            out[chosen] = self._blocks[b][row[chosen]]
+        return out
 
     def remove(self, keys: npt.NDArray[np.int64]) -> None:
         """Drop keys (a memory-mapped graph keeps them: callers ignore keys they dropped)."""

@@ -11,7 +11,7 @@ import hashlib
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -90,6 +90,26 @@ class SqliteVectorCache:
             return found
 
         return self.db.run(work)
+
+    def scan_many(
+        self, model: str, wanted: Collection[bytes], sink: Callable[[dict[bytes, bytes]], None], step: int = 16_384
+    ) -> None:
+        """Pass the stored vectors of ``wanted`` hashes to ``sink``, up to ``step`` at a time, reading the
+        model's vectors in one sequential scan: for many hashes ~10x faster than point lookups (random
+        reads of a table keyed by hash), and never all of them in memory at once."""
+
+        def work(conn: sqlite3.Connection) -> None:
+            part: dict[bytes, bytes] = {}
+            for h, v in conn.execute("SELECT text_hash, vector FROM vectors WHERE model = ?", (model,)):
+                if h in wanted:
+                    part[bytes(h)] = bytes(v)
+                    if len(part) >= step:
+                        sink(part)
+                        part = {}
+            if part:
+                sink(part)
+
+        self.db.run(work)
 
     def _scan(self, model: str, wanted: set[bytes]) -> dict[bytes, bytes]:
         def work(conn: sqlite3.Connection) -> dict[bytes, bytes]:

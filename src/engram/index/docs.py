@@ -7,6 +7,7 @@ empty tree); it is never the source of truth.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 from collections import Counter
@@ -35,8 +36,13 @@ from engram.tree import NodeStore, count, diff_trees, empty_tree
 NEVER = np.iinfo(np.int64).max
 #: After applying this many changes at once, documents and postings are packed into arrays.
 PACK_AFTER = 10_000
+#: A batch of at least this many new documents builds its postings with array operations (when it is
+#: large next to the index too: that merges every posting).
+BULK_MIN = 1_000
 #: Vectors read from the vector cache at once.
 CACHE_STEP = 16_384
+#: From this many vectors to look up, a vector cache that can scan (``scan_many``) is read in one scan.
+SCAN_FROM = 20_000
 #: Texts embedded between two progress reports (and two writes to the vector cache).
 EMBED_STEP = 256
 #: A progress callback taking ``(phase, done, total)``; phases are ``"index"`` and ``"embed"``.
@@ -106,6 +112,21 @@ class DocList:
     def append(self, doc: Doc) -> None:
         self._docs.append(doc)
 
+    def key(self, slot: int) -> bytes:
+        """The tree key of a live slot, without decoding its document."""
+        found = self._docs[slot]
+        return found.key if found is not None else _piece(self._blobs["keys"], self._blobs["key_ends"], slot)
+
+    def entry(self, slot: int) -> tuple[tuple[str, ...], str, Record]:
+        """Namespace, item key and record of a live slot. An unread slot is decoded for this call only
+        (no text analysis, nothing kept): results and filters read few slots, each maybe once."""
+        found = self._docs[slot]
+        if found is not None:
+            return found.namespace, found.item_key, found.record
+        key, data = self.raw(slot)
+        namespace, item_key = codec.decode_key(key)
+        return namespace, item_key, decode_record(data)
+
     def drop(self, slot: int) -> None:
         self._docs[slot] = None
         if slot < len(self._unread):
@@ -148,6 +169,16 @@ def _piece(blob: npt.NDArray[np.uint8], ends: npt.NDArray[np.int64], i: int) -> 
 def _packed(pieces: list[bytes]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
     ends = np.cumsum([len(p) for p in pieces], dtype=np.int64) if pieces else np.zeros(0, dtype=np.int64)
     return np.frombuffer(b"".join(pieces), dtype=np.uint8), ends
+
+
+def _give_back_memory() -> None:
+    """Return the heap pages a bulk load freed (decoded documents, analysed text) to the operating system:
+    glibc keeps them otherwise (~70 MB after 100k items). Does nothing where ``malloc_trim`` is missing."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError, TypeError):  # not glibc (or no C library to load by that name)
+        return
+    trim(0)
 
 
 def _grow(array: npt.NDArray[Any], size: int, fill: Any = 0) -> npt.NDArray[Any]:
@@ -238,28 +269,38 @@ class DocIndex:
         """Apply (key, new tree value or None) changes, then embed what lacks a vector."""
         with self.lock:
             done = 0
+            added: list[Doc] = []  # slots given, arrays and postings filled in bulk (_fill)
             for key, data in changes:
                 slot = self.slot_of.pop(key, None)
                 if slot is not None:
+                    if added and slot >= len(self.docs) - len(added):
+                        self._fill(added)
+                        added = []
                     self._drop(slot)
                 if data is not None:
-                    self._add(make_doc(key, data, self.fields))
+                    doc = make_doc(key, data, self.fields)
+                    self.slot_of[doc.key] = len(self.docs)
+                    self.docs.append(doc)
+                    added.append(doc)
                 done += 1
                 self.unsaved += 1
                 if progress is not None and done % 1000 == 0:
                     progress(1000)
+            self._fill(added)
             if progress is not None and done % 1000:
                 progress(done % 1000)
             if done >= PACK_AFTER:
                 self.docs.pack(self.alive)
                 self.keyword.freeze()
+                _give_back_memory()
             self.embed_pending(phases)
 
-    def _add(self, doc: Doc) -> None:
-        slot = len(self.docs)
-        self.docs.append(doc)
-        self.slot_of[doc.key] = slot
-        size = slot + 1
+    def _fill(self, docs: list[Doc]) -> None:
+        """Fill the per-slot arrays and postings of the last ``len(docs)`` slots, given to ``docs``."""
+        if not docs:
+            return
+        size = len(self.docs)
+        start = size - len(docs)
         self.ns_ids = _grow(self.ns_ids, size)
         self.updated = _grow(self.updated, size)
         self.expires = _grow(self.expires, size, NEVER)
@@ -270,17 +311,26 @@ class DocIndex:
             grown = np.zeros((max(size, 2 * len(self.hashes)), 32), dtype=np.uint8)
             grown[: len(self.hashes)] = self.hashes
             self.hashes = grown
-        self.ns_ids[slot] = self.namespaces.setdefault(doc.namespace, len(self.namespaces))
-        self.updated[slot] = doc.record.updated_at
-        self.expires[slot] = NEVER if doc.record.expires_at is None else doc.record.expires_at
-        self.confidence[slot] = confidence_of(doc.record.value)
-        self.alive[slot] = True
-        self.indexed[slot] = doc.indexed
-        if doc.indexed:
-            self.keyword.add(slot, doc.terms)
-            if self.vectors is not None:
-                self.hashes[slot] = np.frombuffer(text_hash(doc.text), dtype=np.uint8)
-                self.pending.add(slot)
+        part = slice(start, size)
+        namespaces = self.namespaces
+        self.ns_ids[part] = [namespaces.setdefault(d.namespace, len(namespaces)) for d in docs]
+        self.updated[part] = [d.record.updated_at for d in docs]
+        self.expires[part] = [NEVER if d.record.expires_at is None else d.record.expires_at for d in docs]
+        self.confidence[part] = [confidence_of(d.record.value) for d in docs]
+        self.alive[part] = True
+        indexed = [d.indexed for d in docs]
+        self.indexed[part] = indexed
+        chosen = [d for d, ok in zip(docs, indexed, strict=True) if ok]
+        slots = [start + i for i, ok in enumerate(indexed) if ok]
+        if len(slots) >= BULK_MIN and (len(slots) >= PACK_AFTER or 4 * len(slots) >= self.keyword.live):
+            self.keyword.add_many(slots, [d.terms for d in chosen])
+        else:
+            for slot, doc in zip(slots, chosen, strict=True):
+                self.keyword.add(slot, doc.terms)
+        if self.vectors is not None and slots:
+            hashes = b"".join([text_hash(d.text) for d in chosen])
+            self.hashes[slots] = np.frombuffer(hashes, dtype=np.uint8).reshape(-1, 32)
+            self.pending.update(slots)
 
     def _drop(self, slot: int) -> None:
         if self.indexed[slot]:
@@ -305,7 +355,9 @@ class DocIndex:
         self.__init__(self.nodes, fields=fields, embedder=embedder, cache=cache)  # type: ignore[misc]
         for doc in live:
             assert doc is not None
-            self._add(doc)
+            self.slot_of[doc.key] = len(self.docs)
+            self.docs.append(doc)
+        self._fill([doc for doc in live if doc is not None])
         if vectors is not None:
             vectors.renumber(new_slot)
             self.vectors = vectors
@@ -338,16 +390,23 @@ class DocIndex:
         slots = np.array(sorted(self.pending), dtype=np.int64)
         total = len(slots)
         have = np.zeros(total, dtype=bool)
-        for lo in range(0, total, CACHE_STEP):  # in steps: never hold every cached vector as bytes at once
-            part = slots[lo : lo + CACHE_STEP]
-            hashes = [h.tobytes() for h in self.hashes[part]]
-            found = self.cache.get_many(self.embedder.model_id, set(hashes))
-            hit = np.array([h in found for h in hashes], dtype=bool)
-            if hit.any():
-                joined = b"".join([found[h] for h, ok in zip(hashes, hit, strict=True) if ok])
-                self.vectors.set_many(part[hit], np.frombuffer(joined, dtype=np.float32).reshape(-1, self.vectors.dim))
-                self.pending.difference_update(part[hit].tolist())
-            have[lo : lo + CACHE_STEP] = hit
+        if total >= CACHE_STEP:
+            self.vectors.reserve(total)
+        scan = getattr(self.cache, "scan_many", None)
+        if scan is not None and total >= SCAN_FROM:
+            have = self._scan_cache(scan, slots)
+        else:
+            for lo in range(0, total, CACHE_STEP):  # in steps: never hold every cached vector as bytes at once
+                part = slots[lo : lo + CACHE_STEP]
+                hashes = [h.tobytes() for h in self.hashes[part]]
+                found = self.cache.get_many(self.embedder.model_id, set(hashes))
+                hit = np.array([h in found for h in hashes], dtype=bool)
+                if hit.any():
+                    joined = b"".join([found[h] for h, ok in zip(hashes, hit, strict=True) if ok])
+                    rows = np.frombuffer(joined, dtype=np.float32).reshape(-1, self.vectors.dim)
+                    self.vectors.set_many(part[hit], rows)
+                    self.pending.difference_update(part[hit].tolist())
+                have[lo : lo + CACHE_STEP] = hit
         missing = slots[~have]
         done = total - len(missing)
         if phases is not None:
@@ -366,6 +425,26 @@ class DocIndex:
             if phases is not None:
                 phases("embed", done, total)
         self.vector_error = None
+
+    def _scan_cache(self, scan: Callable[..., None], slots: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """Set the vectors of ``slots`` the cache has, read in one scan (``scan_many``); which it had."""
+        assert self.vectors is not None and self.embedder is not None
+        vectors = self.vectors
+        where: dict[bytes, list[int]] = {}
+        for i, h in enumerate(self.hashes[slots]):
+            where.setdefault(h.tobytes(), []).append(i)
+        have = np.zeros(len(slots), dtype=bool)
+
+        def sink(part: dict[bytes, bytes]) -> None:
+            rows = [i for h in part for i in where[h]]
+            blob = b"".join([part[h] for h in part for _ in where[h]])
+            at = np.array(rows, dtype=np.int64)
+            vectors.set_many(slots[at], np.frombuffer(blob, dtype=np.float32).reshape(-1, vectors.dim))
+            have[at] = True
+
+        scan(self.embedder.model_id, where.keys(), sink, CACHE_STEP)
+        self.pending.difference_update(slots[have].tolist())
+        return have
 
     def namespace_mask(self, prefix: Sequence[str]) -> npt.NDArray[np.bool_]:
         """Slots whose namespace starts with ``prefix``."""
@@ -463,7 +542,9 @@ class DocIndex:
         except (KeyError, ValueError, TypeError):
             return None
         if index.vectors is not None:
-            graph = Graph.open(path.parent / str(meta["graph"]), index.vectors.dim) if "graph" in meta else None
+            graph = None
+            if "graph" in meta:
+                graph = Graph.open(path.parent / str(meta["graph"]), index.vectors.dim, len(arrays["graph_slots"]))
             if graph is not None:
                 index.vectors.load_graph(graph, arrays["graph_slots"])
             missing = index.indexed & ~index.vectors.present_below(n)

@@ -19,7 +19,19 @@ from engram.index import keyword as bm25_index
 from engram.index import text as analysis
 from engram.index.docs import NEVER, Doc, DocIndex, confidence_of
 from engram.index.keyword import Stats, bm25
-from engram.index.ranking import Hit, Hits, Request, Signals, best_first, plan_mode, rank, select
+from engram.index.ranking import (
+    Hit,
+    Hits,
+    Request,
+    Signals,
+    best_first,
+    best_matches,
+    plan_mode,
+    rank_page,
+    select,
+    shortlist_size,
+)
+from engram.objects import Record
 
 
 class Overlay:
@@ -78,13 +90,14 @@ class _Corpus:
         self.confidence = np.concatenate([index.confidence[:n], overlay.confidence])
         self.stats = overlay.stats
 
-    def doc(self, i: int) -> Doc:
-        found = self.index.docs[i] if i < self.n else self.extra[i - self.n]
-        assert found is not None
-        return found
-
     def key(self, i: int) -> bytes:
-        return self.doc(i).key
+        return self.index.docs.key(i) if i < self.n else self.extra[i - self.n].key
+
+    def entry(self, i: int) -> tuple[tuple[str, ...], str, Record]:
+        if i < self.n:
+            return self.index.docs.entry(i)
+        doc = self.extra[i - self.n]
+        return doc.namespace, doc.item_key, doc.record
 
     def keyword(self, terms: list[str]) -> npt.NDArray[np.float32]:
         head = self.index.keyword.scores(terms, self.n, self.stats)
@@ -100,15 +113,28 @@ class _Corpus:
         return np.concatenate([head, extra])
 
     def cosine(
-        self, query: npt.NDArray[np.float32], eligible: npt.NDArray[np.bool_], want: int, bm25: npt.NDArray[Any] | None
+        self,
+        query: npt.NDArray[np.float32],
+        eligible: npt.NDArray[np.bool_],
+        want: int,
+        bm25: npt.NDArray[Any] | None,
+        matches: npt.NDArray[np.int64] | None = None,
     ) -> tuple[npt.NDArray[np.float32], bool]:
         """Cosine of every position (exact for the best keyword matches too), and whether it is exact for
-        every eligible position (see :meth:`VectorIndex.search`)."""
+        every eligible position (see :meth:`VectorIndex.search`). ``matches`` are the best keyword matches
+        when the caller has them (:func:`best_matches` of ``bm25``)."""
         vectors = self.index.vectors
         assert vectors is not None
         n = self.n
         extra = None
-        if bm25 is not None and vectors.approximate:
+        # the caller's matches are the top computed below when they hold all the head's, or its top 256
+        reuse = matches is not None and (
+            len(matches) < KEYWORD_EXACT or (len(matches) == KEYWORD_EXACT and n == len(eligible))
+        )
+        if bm25 is not None and vectors.approximate and reuse:
+            assert matches is not None
+            extra = matches[matches < n]
+        if bm25 is not None and vectors.approximate and extra is None:
             matched = np.flatnonzero((bm25[:n] > 0) & eligible[:n])
             if len(matched) > KEYWORD_EXACT:
                 matched = matched[np.argpartition(-bm25[matched], KEYWORD_EXACT - 1)[:KEYWORD_EXACT]]
@@ -138,8 +164,7 @@ def run(index: DocIndex, request: Request, now_ms: int, overlay: Overlay | None 
             chosen = select(
                 best_first(updated, updated, positions, corpus.key, want), request.offset, request.limit, admit
             )
-            docs = [corpus.doc(i) for i in chosen]
-            return Hits([Hit(d.namespace, d.item_key, d.record) for d in docs], "list", request.mode or "list")
+            return Hits([Hit(*corpus.entry(i)) for i in chosen], "list", request.mode or "list")
         text = request.text
         plan = plan_mode(
             request.mode,
@@ -152,9 +177,12 @@ def run(index: DocIndex, request: Request, now_ms: int, overlay: Overlay | None 
         bm25 = corpus.keyword(terms) if plan.mode != "semantic" else None
         model = index.embedder.model_id if index.embedder is not None and plan.vector is not None else None
         reach = max(2 * want, NEAREST_MIN)
+        matches = best_matches(bm25, eligible, shortlist_size(want)) if bm25 is not None else None
         while True:
             cosine, complete = (
-                corpus.cosine(plan.vector, eligible, reach, bm25) if plan.vector is not None else (None, True)
+                corpus.cosine(plan.vector, eligible, reach, bm25, None if matches is None else matches[0])
+                if plan.vector is not None
+                else (None, True)
             )
             signals = Signals(
                 eligible,
@@ -164,22 +192,24 @@ def run(index: DocIndex, request: Request, now_ms: int, overlay: Overlay | None 
                 cosine=cosine,
                 ideal=bm25_index.ideal(corpus.stats.idf(term) for term in dict.fromkeys(terms)),
             )
-            ranking = rank(signals, plan.mode, request.profile, now_ms, request.min_score, embedder=model)
-            chosen = select(ranking.order(corpus.key, want), request.offset, request.limit, admit)
+            ranking, chosen = rank_page(
+                signals, plan.mode, request.profile, now_ms, request.min_score,
+                key_of=corpus.key, offset=request.offset, limit=request.limit, admit=admit, matches=matches,
+                embedder=model,
+            )  # fmt: skip
             if complete or len(chosen) >= request.limit:
                 break
             reach *= 8  # the filter rejected most of the nearest vectors the graph gave: ask for more
         hits = []
         for i in chosen:
-            doc = corpus.doc(i)
             explained = ranking.explain(i) if request.explain else None
-            hits.append(Hit(doc.namespace, doc.item_key, doc.record, ranking.score(i), explained))
-        return Hits(hits, plan.mode, plan.requested, plan.degraded)
+            hits.append(Hit(*corpus.entry(i), ranking.score(i), explained))
+        return Hits(hits, plan.mode, plan.requested, plan.degraded, len(index.pending))
 
 
 def _admit(corpus: _Corpus, accept: Callable[[dict[str, Any]], bool]) -> Callable[[list[int]], list[bool]]:
     """The exact filter over corpus positions."""
-    return lambda batch: [accept(corpus.doc(i).record.value) for i in batch]
+    return lambda batch: [accept(corpus.entry(i)[2].value) for i in batch]
 
 
 __all__ = ["NEVER", "Overlay", "run"]

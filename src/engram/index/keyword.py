@@ -8,9 +8,10 @@ versions against the head index exactly as a freshly built index would.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,24 @@ K1 = 1.2
 #: not repetition, so normalisation is weak (0.3, not the 0.75 tuned for web pages); on LoCoMo this
 #: moved keyword recall@10 from 0.621 to 0.642 (benchmarks/RESULTS.md).
 B = 0.3
+
+
+#: Query terms whose live postings (and their BM25 weights at the last statistics) are kept for the next
+#: queries, up to this many (the oldest go first): ~20 bytes a posting.
+SCORED_TERMS = 4_096
+
+
+@dataclass(slots=True)
+class _Scored:
+    """A term's live postings, ascending by slot, and their BM25 weights at the statistics they were
+    computed for (reused while ``idf`` and ``avgdl`` stay the same: the same numbers, not recomputed)."""
+
+    slots: npt.NDArray[np.int64]
+    tfs: npt.NDArray[np.float32]
+    lengths: npt.NDArray[np.float32]
+    weights: npt.NDArray[np.float32] | None = None
+    idf: float = 0.0
+    avgdl: float = 0.0
 
 
 @dataclass(slots=True)
@@ -100,6 +119,7 @@ class KeywordIndex:
         self.stats = Stats()
         self._postings: dict[str, tuple[list[int], list[int]]] = {}
         self._arrays: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]] = {}
+        self._scored: dict[str, _Scored] = {}
         self._lengths = np.zeros(1024, dtype=np.float32)
         self._base_terms: dict[str, int] = {}
         self._base_ends = np.zeros(1, dtype=np.int64)
@@ -133,6 +153,8 @@ class KeywordIndex:
                 found[1].append(tf)
             if arrays:
                 arrays.pop(term, None)
+            if self._scored:
+                self._scored.pop(term, None)
 
     def remove(self, slot: int, counts: Mapping[str, int]) -> None:
         """Drop the document at ``slot``, whose term counts are ``counts`` (its postings become dead
@@ -140,6 +162,8 @@ class KeywordIndex:
         self.stats.add(counts, -1)
         self.live -= 1
         self._lengths[slot] = 0
+        for term in counts:
+            self._scored.pop(term, None)
 
     def _array(self, term: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         found = self._arrays.get(term)
@@ -163,17 +187,72 @@ class KeywordIndex:
         out = np.zeros(size, dtype=np.float32)
         avgdl = use.avgdl
         for term in dict.fromkeys(query):
-            slots, tfs = self._array(term)
-            if not len(slots):
+            scored = self._scored.get(term)
+            if scored is None:
+                scored = self._score_term(term)
+            if not len(scored.slots):
                 continue
-            live = self._lengths[slots] > 0
-            slots, tfs = slots[live], tfs[live]
-            out[slots] += bm25(tfs, self._lengths[slots], use.idf(term), avgdl)
+            idf = use.idf(term)
+            if scored.weights is None or scored.idf != idf or scored.avgdl != avgdl:
+                scored.weights, scored.idf, scored.avgdl = bm25(scored.tfs, scored.lengths, idf, avgdl), idf, avgdl
+            out[scored.slots] += scored.weights
         return out
+
+    def _score_term(self, term: str) -> _Scored:
+        slots, tfs = self._array(term)
+        live = self._lengths[slots] > 0
+        slots, tfs = slots[live], tfs[live]
+        found = _Scored(slots, tfs, self._lengths[slots])
+        if len(self._scored) >= SCORED_TERMS:
+            self._scored.pop(next(iter(self._scored)))
+        self._scored[term] = found
+        self._arrays.pop(term, None)  # the live postings above replace it
+        return found
+
+    def add_many(self, slots: Sequence[int], docs: Sequence[Sequence[str]]) -> None:
+        """Index many documents (their analysed terms) at fresh slots, ascending and above every slot used:
+        the same index as :meth:`add` one at a time, built with array operations (a bulk load)."""
+        if not len(slots):
+            return
+        at = np.asarray(slots, dtype=np.int64)
+        lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
+        vocab: dict[str, int] = {}
+        flat = itertools.chain.from_iterable(docs)
+        ids = np.fromiter((vocab.setdefault(t, len(vocab)) for t in flat), dtype=np.int64, count=int(lengths.sum()))
+        span = int(at[-1]) + 1
+        pairs, tfs = np.unique(ids * span + np.repeat(at, lengths), return_counts=True)  # by term, then slot
+        term_of, new_slots = pairs // span, pairs % span
+        names = list(vocab)
+        df = np.bincount(term_of, minlength=len(names))
+        self.stats.docs += len(at)
+        self.stats.length += int(lengths.sum())
+        self.stats.df.update(dict(zip(names, df.tolist(), strict=True)))
+        self.live += len(at)
+        if span > len(self._lengths):
+            grown = np.zeros(max(2 * len(self._lengths), span), dtype=np.float32)
+            grown[: len(self._lengths)] = self._lengths
+            self._lengths = grown
+        self._lengths[at] = lengths
+        self.size = max(self.size, span)
+        self.freeze()  # then merge two sorted postings arrays: the old ones first in each term (lower slots)
+        terms = dict(self._base_terms)
+        for name in names:
+            terms.setdefault(name, len(terms))
+        new_ids = np.fromiter((terms[name] for name in names), dtype=np.int64, count=len(names))[term_of]
+        old_ids = np.repeat(np.arange(len(self._base_terms), dtype=np.int64), np.diff(self._base_ends))
+        order = np.argsort(np.concatenate([old_ids, new_ids]), kind="stable")
+        self._base_slots = np.concatenate([self._base_slots, new_slots.astype(np.int32)])[order]
+        self._base_tfs = np.concatenate([self._base_tfs, tfs.astype(np.float32)])[order]
+        counts = np.bincount(np.concatenate([old_ids, new_ids]), minlength=len(terms))
+        self._base_ends = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self._base_terms = terms
 
     def freeze(self) -> None:
         """Move every posting into the compressed-row arrays (4 + 4 bytes a posting instead of two Python ints
         in lists); postings of removed documents stay, ignored as before."""
+        if not self._postings:  # already all in the arrays
+            self._arrays, self._scored = {}, {}
+            return
         terms = list(dict.fromkeys([*self._base_terms, *self._postings]))
         parts_slots, parts_tfs, ends = [], [], [0]
         for term in terms:
@@ -188,6 +267,7 @@ class KeywordIndex:
         self._base_tfs = np.concatenate(parts_tfs).astype(np.float32) if parts_tfs else np.zeros(0, np.float32)
         self._postings = {}
         self._arrays = {}
+        self._scored = {}
 
     def dead_ratio(self) -> float:
         """Share of slots below ``size`` that hold no document."""

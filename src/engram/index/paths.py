@@ -65,19 +65,18 @@ def _walk(value: Any, steps: Sequence[str | int | tuple[str, ...]]) -> Iterator[
         yield from _walk(value[step], rest)
 
 
-def _leaves(value: Any) -> Iterator[str]:
+def _leaves(value: Any, out: list[str]) -> None:
+    """Append the texts of ``value`` (strings, and numbers as text) to ``out``, depth first."""
     if isinstance(value, str):
-        yield value
-    elif isinstance(value, bool) or value is None:
-        return
-    elif isinstance(value, int | float):
-        yield str(value)
+        out.append(value)
     elif isinstance(value, dict):
         for v in value.values():
-            yield from _leaves(v)
+            _leaves(v, out)
     elif isinstance(value, list):
         for v in value:
-            yield from _leaves(v)
+            _leaves(v, out)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        out.append(str(value))
 
 
 def texts_at(value: dict[str, Any], fields: Sequence[str]) -> list[str]:
@@ -85,7 +84,7 @@ def texts_at(value: dict[str, Any], fields: Sequence[str]) -> list[str]:
     out: list[str] = []
     for field in fields:
         for found in _walk(value, parse_path(field)):
-            out.extend(_leaves(found))
+            _leaves(found, out)
     return out
 
 

@@ -310,6 +310,18 @@ class PgEngine:
         with self.db.connection() as conn:
             return lag(conn, self.db.repo, branch)
 
+    def head_state(self, branch: str) -> tuple[ChunkId, int, int] | None:
+        """The root the branch's rows reflect, how many of its items wait for vectors, and how many vectors
+        wait for the HNSW index; None when the branch has no rows yet."""
+        with self.db.connection() as conn:
+            row = conn.execute(
+                "SELECT root, vector_pending FROM engram_index_heads WHERE repo = %s AND branch = %s",
+                (self.db.repo, branch),
+            ).fetchone()
+            if row is None:
+                return None
+            return ChunkId(bytes(row[0])), int(row[1]), lag(conn, self.db.repo, branch)
+
     def settle(self) -> int:
         """Move every vector not in the HNSW index yet into it now, and refresh the planner's statistics;
         returns how many vectors moved."""

@@ -144,7 +144,8 @@ class PgQuery:
         s, request = self.s, self.request
         head = s.db.run(
             "SELECT docs, length, vector_error, ref_avgdl, (SELECT greatest(reltuples, 0)::bigint FROM pg_class "
-            "WHERE oid = 'engram_doc_vectors'::regclass) FROM engram_index_heads WHERE repo = %s AND branch = %s",
+            "WHERE oid = 'engram_doc_vectors'::regclass), vector_pending FROM engram_index_heads "
+            "WHERE repo = %s AND branch = %s",
             (s.db.repo, self.branch),
         )[0]
         plan = plan_mode(
@@ -180,7 +181,7 @@ class PgQuery:
             found = self._hit(keys[i])
             explained = ranking.explain(i) if request.explain else None
             hits.append(Hit(found.namespace, found.key, found.record, ranking.score(i), explained))
-        return Hits(hits, plan.mode, plan.requested, plan.degraded)
+        return Hits(hits, plan.mode, plan.requested, plan.degraded, int(head[5]))
 
     def _read(self, lists: Lists) -> tuple[dict[int, tuple[int, float]], list[tuple[Any, ...]]]:
         """Each list's first items in scope (to ``depth``; all of a short term list): per list, how many were

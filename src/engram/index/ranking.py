@@ -113,12 +113,14 @@ class Hit:
 
 @dataclass(slots=True)
 class Hits:
-    """An engine's answer: hits best first, the mode that ran, the mode asked for, why it degraded."""
+    """An engine's answer: hits best first, the mode that ran, the mode asked for, why it degraded, and
+    how many items of the index still wait for their vectors (``lag``)."""
 
     hits: list[Hit]
     mode: str
     requested: str
     degraded: str | None = None
+    lag: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,6 +325,117 @@ def rank(
     )  # fmt: skip
 
 
+#: A ranked page is first looked for among this many best keyword matches (at least 4x the page) plus
+#: every position with a positive cosine; the whole candidate set is ranked only when that cannot be shown
+#: to give the same page.
+SHORTLIST = 256
+
+
+def shortlist_size(want: int) -> int:
+    """How many best keyword matches the shortlist of a page of ``want`` results takes."""
+    return max(SHORTLIST, 4 * want)
+
+
+def shortlist(
+    signals: Signals,
+    mode: str,
+    profile: Profile,
+    now_ms: int,
+    min_score: float | None = None,
+    *,
+    keep: int = SHORTLIST,
+    matches: tuple[npt.NDArray[np.int64], float] | None = None,
+    embedder: str | None = None,
+) -> tuple[Ranking, float] | None:
+    """:func:`rank` over a shortlist, and a bound on the score of every eligible position left out.
+
+    The shortlist is the ``keep`` best keyword matches and every position with a positive cosine; a
+    position left out has at most the best BM25 left out and no positive cosine, so its score is at most
+    the score of such a position with the highest confidence and the newest ``updated_at`` among the
+    eligible (-inf when none left out has evidence). None when the shortlist would not be much shorter
+    than the candidates (e.g. exact cosines for every position).
+    """
+    eligible = signals.eligible
+    size = len(eligible)
+    kw = signals.bm25 if mode != "semantic" else None
+    cos = signals.cosine if mode != "keyword" else None
+    parts = []
+    if cos is not None:
+        near = np.flatnonzero((cos > 0) & eligible)
+        if len(near) > size // 4:
+            return None
+        parts.append(near)
+    rest = 0.0
+    if kw is not None:
+        matched, rest = matches if matches is not None else best_matches(kw, eligible, keep)
+        parts.append(matched)
+    chosen = np.unique(np.concatenate(parts)) if len(parts) > 1 else np.sort(parts[0])
+    if len(chosen) > size // 4:
+        return None
+
+    def part(a: npt.NDArray[Any] | None, at: npt.NDArray[np.int64]) -> npt.NDArray[Any] | None:
+        return None if a is None else a[at]
+
+    sub = Signals(eligible[chosen], signals.updated[chosen], signals.confidence[chosen],
+                  part(signals.bm25, chosen), part(signals.cosine, chosen), signals.ideal)  # fmt: skip
+    ranking = rank(sub, mode, profile, now_ms, min_score, embedder=embedder)
+    ranking.positions = chosen[ranking.positions]
+    others = eligible.copy()
+    others[chosen] = False
+    if rest <= 0 or not others.any():
+        return ranking, -np.inf
+    confidence = float(signals.confidence[others].max()) if profile.confidence else 0.0
+    newest = int(signals.updated[others].max()) if profile.recency else 0
+    one = np.ones(1, dtype=bool)
+    best = Signals(one, np.array([newest], dtype=np.int64), np.array([confidence]),
+                   np.array([rest]), np.zeros(1) if cos is not None else None, signals.ideal)  # fmt: skip
+    # a margin for the last bit: vectorised and scalar paths of tanh may round differently
+    return ranking, float(rank(best, mode, profile, now_ms).scores[0]) + 1e-9
+
+
+def best_matches(
+    bm25: npt.NDArray[Any], eligible: npt.NDArray[np.bool_], keep: int
+) -> tuple[npt.NDArray[np.int64], float]:
+    """The ``keep`` eligible positions of highest BM25 (all with a query term when fewer), and the highest
+    BM25 of the eligible positions left out (0 when none is)."""
+    matched = np.flatnonzero((bm25 > 0) & eligible)
+    if len(matched) <= keep:
+        return matched, 0.0
+    split = np.argpartition(-bm25[matched], keep - 1)
+    return matched[split[:keep]], float(bm25[matched[split[keep:]]].max())
+
+
+def rank_page(
+    signals: Signals,
+    mode: str,
+    profile: Profile,
+    now_ms: int,
+    min_score: float | None,
+    *,
+    key_of: Callable[[int], bytes],
+    offset: int,
+    limit: int,
+    admit: Callable[[list[int]], list[bool]] | None = None,
+    matches: tuple[npt.NDArray[np.int64], float] | None = None,
+    embedder: str | None = None,
+) -> tuple[Ranking, list[int]]:
+    """One page of a ranked search: :func:`rank`, :meth:`Ranking.order` and :func:`select`, trying a
+    :func:`shortlist` first. The page is the same as ranking every candidate: the shortlist's page is kept
+    only when its last result scores above everything left out. ``matches`` is :func:`best_matches` of the
+    BM25 when the caller has it, for at least :func:`shortlist_size` positions."""
+    want = offset + limit
+    keep = shortlist_size(want)
+    found = shortlist(signals, mode, profile, now_ms, min_score, keep=keep, matches=matches, embedder=embedder)
+    if found is not None:
+        ranking, bound = found
+        chosen = select(ranking.order(key_of, want), offset, limit, admit)
+        full = len(chosen) == limit and (not chosen or ranking.score(chosen[-1]) > bound)
+        if full or bound == -np.inf or (min_score is not None and min_score > bound):
+            return ranking, chosen
+    ranking = rank(signals, mode, profile, now_ms, min_score, embedder=embedder)
+    return ranking, select(ranking.order(key_of, want), offset, limit, admit)
+
+
 def formula(mode: str, profile: Profile, ideal: float) -> str:
     """The score's formula for one query, with its numbers, as ``explain`` shows it."""
     parts = [f"{w:g}*{name}" for name, w in
@@ -368,12 +481,33 @@ def best_first(
             chosen = vals >= vals[part].min()  # keep every tie at the cut
         else:
             chosen = np.ones(len(idx), dtype=bool)
-        picked = sorted(
-            idx[chosen].tolist(), key=lambda j: (-float(values[j]), -int(updated[j]), key_of(int(positions[j])))
-        )
-        yield from (int(positions[j]) for j in picked)
+        yield from (int(positions[j]) for j in _ordered(values, updated, positions, key_of, idx[chosen]))
         idx = idx[~chosen]
         take *= 4
+
+
+def _ordered(
+    values: npt.NDArray[Any],
+    updated: npt.NDArray[np.int64],
+    positions: npt.NDArray[np.int64],
+    key_of: Callable[[int], bytes],
+    idx: npt.NDArray[np.int64],
+) -> list[int]:
+    """``idx`` by descending value, then newest first, then by tree key: sorted in numpy, and the tree
+    keys are read only for runs of equal value and ``updated_at`` (rare outside listings of one batch)."""
+    vals, ups = values[idx], updated[idx]
+    idx = idx[np.lexsort((-ups, -vals))]
+    vals, ups = values[idx], updated[idx]
+    tied = (vals[1:] == vals[:-1]) & (ups[1:] == ups[:-1])
+    out: list[int] = idx.tolist()
+    if not tied.any():
+        return out
+    lo = 0
+    for hi in [*(np.flatnonzero(~tied) + 1).tolist(), len(out)]:
+        if hi - lo > 1:
+            out[lo:hi] = sorted(out[lo:hi], key=lambda j: key_of(int(positions[j])))
+        lo = hi
+    return out
 
 
 def select(
@@ -414,12 +548,16 @@ __all__ = [
     "Request",
     "Signals",
     "best_first",
+    "best_matches",
     "formula",
     "get_profile",
     "keyword_score",
     "plan_mode",
     "rank",
+    "rank_page",
     "recency_score",
     "select",
     "semantic_score",
+    "shortlist",
+    "shortlist_size",
 ]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
 import Stemmer
 
@@ -29,20 +28,33 @@ MAX_WORD = 100
 _stemmer = Stemmer.Stemmer("english")
 
 
-@lru_cache(maxsize=200_000)
-def _stem(word: str) -> str:
-    return str(_stemmer.stemWord(word))
+#: Words seen, mapped to their index term (None for stop words): one dict lookup per word after the first
+#: time. Emptied when it reaches this many words (hashes and other one-off tokens would grow it forever).
+KNOWN_MAX = 200_000
+_known: dict[str, str | None] = {}
+
+
+def _analyse(word: str) -> str | None:
+    """The index term of one lowercased word, or None for a stop word."""
+    if word in STOPWORDS:
+        return None
+    if "'" in word:
+        word = word.split("'", 1)[0]
+        if word in STOPWORDS:
+            return None
+    return str(_stemmer.stemWord(word[:MAX_WORD]))
 
 
 def terms(text: str) -> list[str]:
     """The index terms of a text, in order (stop words removed, words stemmed)."""
+    known = _known
     out: list[str] = []
     for word in _WORD.findall(text.lower()):
-        if word in STOPWORDS:
-            continue
-        if "'" in word:
-            word = word.split("'", 1)[0]
-            if word in STOPWORDS:
-                continue
-        out.append(_stem(word[:MAX_WORD]))
+        term = known.get(word, word)  # the word itself (this very object) when it is not known yet
+        if term is word and word not in known:
+            if len(known) >= KNOWN_MAX:
+                known.clear()
+            term = known[word] = _analyse(word)
+        if term is not None:
+            out.append(term)
     return out

@@ -3,8 +3,8 @@
 Vectors not yet in the graph wait in a float32 *tail* that every query scores exactly, so a vector is
 searchable the moment it is set: a bulk load is searchable at once, and a background thread moves the
 tail into the graph (``backlog`` says how many wait). A vector is in the tail (float32) or in the graph
-(float16), and graph vectors are also kept in a float16 array by key for exact scoring of chosen slots
-(filtered searches over few items, the best keyword matches): two float16 copies, a known cost.
+(float16, one copy: exact scoring of chosen slots, for filtered searches over few items and the best keyword
+matches, reads the rows the graph itself points into).
 
 Graph keys are a counter, mapped to slots by an array, so a saved graph survives the renumbering of
 slots that a snapshot or a compaction does (only the array is rewritten).
@@ -76,7 +76,7 @@ class VectorIndex:
         self._key = np.full(1024, -1, dtype=np.int64)  # slot -> graph key, -1 when not in the graph
         self._slot_of_key = np.zeros(1024, dtype=np.int64)  # graph key -> slot, -1 when dropped
         self._nkeys = 0  # graph keys used: 0 .. _nkeys - 1
-        self._half: npt.NDArray[np.float16] | None = np.zeros((0, dim), dtype=np.float16)  # graph key -> vector
+        self._loaded: npt.NDArray[np.float16] | None = None  # vectors of a saved graph's keys, read on first use
         self._graph: Graph | None = None
         self._tail_at = np.full(1024, -1, dtype=np.int64)  # slot -> row of the tail, -1 when not in it
         self._tail_live = 0
@@ -119,6 +119,18 @@ class VectorIndex:
             if self.count >= self.ann_min:
                 self._build_soon()
 
+    def reserve(self, count: int) -> None:
+        """Make room in the tail for ``count`` more vectors at once (a bulk load: growing by doubling would
+        leave up to twice the memory the vectors need)."""
+        with self.lock:
+            need = self._tail_n + count
+            if need > len(self._tail_rows):
+                rows = np.zeros((need, self.dim), dtype=np.float32)
+                rows[: self._tail_n] = self._tail_rows[: self._tail_n]
+                slots = np.full(need, -1, dtype=np.int64)
+                slots[: self._tail_n] = self._tail_slots[: self._tail_n]
+                self._tail_rows, self._tail_slots = rows, slots
+
     def clear(self, slot: int) -> None:
         """Forget the vector of a slot."""
         with self.lock:
@@ -158,16 +170,17 @@ class VectorIndex:
             tail, keys = _lookup(self._tail_at, slots), _lookup(self._key, slots)
             out[tail >= 0] = self._tail_rows[tail[tail >= 0]]
             keys[tail >= 0] = -1
-            if self._graph is not None and (keys >= 0).any():
-                out[keys >= 0] = self._by_key()[keys[keys >= 0]]
+            graph = self._graph
+            if graph is not None and (keys >= 0).any():
+                new = keys >= graph.first
+                old = (keys >= 0) & ~new
+                if new.any():
+                    out[new] = graph.stored(keys[new])
+                if old.any():
+                    if self._loaded is None:  # a saved graph's vectors: copied out on the first exact read
+                        self._loaded = graph.all_vectors(graph.first)
+                    out[old] = self._loaded[keys[old]]
             return out
-
-    def _by_key(self) -> npt.NDArray[np.float16]:
-        """Graph vectors by key, as float16 (read out of a saved graph on first use)."""
-        if self._half is None:
-            assert self._graph is not None
-            self._half = self._graph.all_vectors(self._nkeys)
-        return self._half
 
     # ------------------------------------------------------------------ the graph
 
@@ -227,11 +240,6 @@ class VectorIndex:
         self._nkeys += len(keys)
         if len(keys):
             self._graph.add(keys, rows[nonzero], threads)
-            half = self._by_key()
-            if len(half) < self._nkeys:
-                half = _grown(half, self._nkeys)
-            half[keys] = rows[nonzero]
-            self._half = half
         self._key[slots[nonzero]] = keys
         self._tail_at[slots] = -1
         self._tail_live -= len(slots)
@@ -323,7 +331,7 @@ class VectorIndex:
             self._graph = graph
             self._slot_of_key = np.array(slot_of_key, dtype=np.int64)
             self._nkeys = len(self._slot_of_key)
-            self._half = None
+            self._loaded = None
             live = self._slot_of_key >= 0
             top = int(self._slot_of_key.max()) + 1 if len(self._slot_of_key) else 0
             self.present = _grown(self.present, top, False)
@@ -336,14 +344,14 @@ class VectorIndex:
     def renumber(self, new_slot: Slots) -> None:
         """Move every vector to slot ``new_slot[old]`` (dropping those mapped to -1), keeping the graph."""
         with self.lock:
-            keys, graph, half = self._slot_of_key[: self._nkeys], self._graph, self._half
+            keys, graph, loaded = self._slot_of_key[: self._nkeys], self._graph, self._loaded
             tail = np.flatnonzero(self._tail_at >= 0)
             rows = self._tail_rows[self._tail_at[tail]]
             self.__init__(self.dim, ann_min=self.ann_min, background=self.background)  # type: ignore[misc]
             if graph is not None:
                 mapped = np.where(keys >= 0, new_slot[np.maximum(keys, 0)], -1)
                 self.load_graph(graph, mapped)
-                self._half = half
+                self._loaded = loaded
             moved = new_slot[tail]
             keep = moved >= 0
             self.set_many(moved[keep], rows[keep])

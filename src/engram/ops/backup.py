@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from engram import observe
 from engram.backends.base import now_ms
 from engram.errors import ConflictError, IntegrityError, InvalidInputError, NotFoundError
 from engram.hashing import ChunkId, chunk_id
@@ -98,6 +99,7 @@ def create_backup(
     remote.chunks.put_many({cid: data})
     if not remote.refs.set(_prefix(name) + MANIFEST, cid, None, actor=actor, reason=f"backup {name}"):
         raise ConflictError(f"a backup named {name!r} was written meanwhile")
+    observe.backup_succeeded(remote.url, time / 1000)  # engram_last_backup_success_timestamp_seconds (issue #15)
     return _backup(cid, data), report
 
 

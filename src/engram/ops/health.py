@@ -1,23 +1,29 @@
-"""Readiness: does each dependency of a repository answer, and how fast (``/readyz`` and any other door).
+"""Readiness: does each dependency of a repository answer, and how fast (``/readyz``, ``engram doctor``).
 
 :func:`readiness` checks the store (read a ref and a chunk, rewrite that chunk: an idempotent write)
-and, when there is one, the Redis cache, and answers within its deadline whatever they do: each
-check runs on a worker thread, and a check still running at the deadline is reported down with
-"timed out". A check that hangs is not started again while it runs: later calls wait for the same
-one, so a stuck database never piles up threads.
+and, when there is one, the Redis cache; given a :class:`~engram.store.Memory`, also its embedder (one
+query embedded) and its search index (engine, and commits behind the head); given remotes, that each
+answers a ref read; and the state of every tracked circuit breaker (:mod:`engram.ops.metrics`). It answers
+within its deadline whatever they do: each check runs on a worker thread, and a check still running at the
+deadline is reported down with "timed out". A check that hangs is not started again while it runs: later
+calls wait for the same one, so a stuck database never piles up threads. Only the store decides readiness;
+any other component that fails makes the status ``degraded``. The breakers are listed, not judged: a
+breaker's state is process-wide, and the component behind an open breaker fails its own check anyway.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
+from engram.ops import metrics
 from engram.repo import Repository
+from engram.store import Memory
 from engram.store.connect import cache_status
 
 #: Seconds a readiness check takes at most, by default.
@@ -33,8 +39,10 @@ class Readiness:
     Attributes:
         ready: the store answered a read and a write in time.
         status: ``ok``; ``degraded`` (ready, but a component such as the Redis cache is down); ``down``.
-        checks: each component's status, by name (``store``, ``cache``): ``ok``, ``ms`` (latency),
-            ``error`` when it failed, and the cache's own fields (``degraded``, ``since``).
+        checks: each component's status, by name (``store``, ``cache``, ``embedder``, ``index``, ``remotes``,
+            ``breakers``; those that do not apply are left out): ``ok``, ``ms`` (latency), ``error`` when it
+            failed, and the component's own fields (the cache's ``degraded`` and ``since``, the embedder's
+            ``model``, the index's ``engine`` and ``lag``, each remote's status, each breaker's state).
     """
 
     ready: bool
@@ -48,40 +56,133 @@ def probe_store(repo: Repository) -> None:
     repo.chunks.put_many(repo.chunks.get_many(heads))
 
 
-def readiness(repo: Repository | Callable[[], Repository], *, timeout: float = TIMEOUT) -> Readiness:
-    """Check the store and its cache, answering within ``timeout`` seconds whatever they do.
+def readiness(
+    repo: Repository | Memory | Callable[[], Repository | Memory],
+    *,
+    timeout: float = TIMEOUT,
+    remotes: Mapping[str, str] | Callable[[], Mapping[str, str]] | None = None,
+) -> Readiness:
+    """Check the store and every other component, answering within ``timeout`` seconds whatever they do.
 
-    ``repo`` is the repository, or a function that opens it (the time it takes counts too).
-    A store that fails or does not answer in time makes the repository not ready; a cache that
-    does makes it ``degraded`` (reads and writes still work, through the store).
+    ``repo`` is the repository or a :class:`~engram.store.Memory` (whose embedder and search index are then
+    checked too), or a function that opens either (the time it takes counts too). ``remotes`` (name -> URL, or
+    a function returning them, called within the check) are checked by reading one ref from each. A store that
+    fails or does not answer in time makes the repository not ready; any other component that does makes it
+    ``degraded`` (reads and writes still work: through the store, with keyword search when the embedder is
+    down). The report is also kept for ``/metrics`` (:func:`engram.ops.metrics.record_readiness`).
     """
     deadline = time.monotonic() + timeout
-    owner = repo if isinstance(repo, Repository) else getattr(repo, "__self__", repo)
+    direct = isinstance(repo, Repository | Memory)
+    owner = repo if direct else getattr(repo, "__self__", repo)
 
-    def opened() -> Repository:
-        return repo if isinstance(repo, Repository) else repo()
+    def opened() -> Repository | Memory:
+        return repo if isinstance(repo, Repository | Memory) else repo()
+
+    def opened_repo() -> Repository:
+        found = opened()
+        return found.repo if isinstance(found, Memory) else found
+
+    def opened_or_none() -> Repository | Memory | None:
+        try:
+            return opened()
+        except Exception:  # the store check reports it
+            return None
+
+    def opened_memory() -> Memory | None:
+        found = opened_or_none()
+        return found if isinstance(found, Memory) else None
 
     def store() -> Check | None:
-        probe_store(opened())
+        probe_store(opened_repo())
         return {}
 
     def cache() -> Check | None:
-        return cache_status(opened(), probe=True)
+        found = opened_or_none()
+        return None if found is None else cache_status(found.repo if isinstance(found, Memory) else found, probe=True)
 
-    running = {name: _start(owner, name, work) for name, work in (("store", store), ("cache", cache))}
+    def embedder() -> Check | None:
+        memory = opened_memory()
+        if memory is None or memory.pool.embedder is None:
+            return None
+        memory.pool.embedder.embed_query("engram readiness")
+        return {"model": memory.pool.embedder.model_id}
+
+    def index() -> Check | None:
+        memory = opened_memory()
+        if memory is None:
+            return None
+        lag = metrics.index_lag(memory).get(memory.branch)
+        found: Check = {"engine": "postgres" if memory.pool.sql is not None else "in-process", "branch": memory.branch}
+        if lag is None:
+            return {**found, "lag": None}  # not loaded yet: built at the next search
+        return {**found, "lag": lag.commits, "pending_vectors": lag.vectors, "graph_backlog": lag.graph}
+
+    def remote_checks() -> Check | None:
+        if remotes is None or opened_or_none() is None:
+            return None
+        named = remotes() if callable(remotes) else remotes
+        if not named:
+            return None
+        found = {name: _probe_remote(url) for name, url in sorted(named.items())}
+        failed = [name for name, check in found.items() if not check["ok"]]
+        if failed:
+            raise _Failed(f"unreachable: {', '.join(failed)}", {"remotes": found})
+        return {"remotes": found}
+
+    def breakers() -> Check | None:
+        # Informational: the component behind an open breaker fails its own check (the breaker refuses the
+        # probe), and breakers of dependencies this store does not use must not degrade it.
+        states = metrics.breaker_states()
+        if not states:
+            return None
+        return {"states": states, "open": [name for name, state in states.items() if state != "closed"]}
+
+    works: list[tuple[str, Callable[[], Check | None]]] = [
+        ("store", store), ("cache", cache), ("embedder", embedder), ("index", index), ("remotes", remote_checks),
+        ("breakers", breakers),
+    ]  # fmt: skip
+    running = {name: _start(owner, name, work) for name, work in works}
     checks: dict[str, Check] = {}
     for name, future in running.items():
         try:
             found = future.result(timeout=max(deadline - time.monotonic(), 0.0))
         except FutureTimeout:
             found = {"ok": False, "ms": round(timeout * 1000, 2), "error": f"timed out after {timeout:g} s"}
-            if name == "cache":
+            if name != "store":
                 found["degraded"] = True
         if found is not None:
             checks[name] = found
     ready = bool(checks["store"]["ok"])
     degraded = any(check.get("degraded") or not check.get("ok") for name, check in checks.items() if name != "store")
-    return Readiness(ready, "down" if not ready else "degraded" if degraded else "ok", checks)
+    report = Readiness(ready, "down" if not ready else "degraded" if degraded else "ok", checks)
+    metrics.record_readiness(report)
+    return report
+
+
+class _Failed(Exception):
+    """A check that failed with details to report beside its error."""
+
+    def __init__(self, message: str, details: Check) -> None:
+        super().__init__(message)
+        self.details = details
+
+
+def _probe_remote(url: str) -> Check:
+    """Read one ref of the remote at ``url``: ``{"ok", "ms"}``, with ``error`` when it failed."""
+    from engram.ops.remotes.stores import open_remote  # boto3 is imported only by stores that need it
+
+    started = time.perf_counter()
+    try:
+        remote = open_remote(url)
+        try:
+            remote.refs.get("heads/main")
+        finally:
+            remote.close()
+        found: Check = {"ok": True}
+    except Exception as exc:  # a check reports every failure; it never raises
+        found = {"ok": False, "error": str(exc) or type(exc).__name__}
+    found["ms"] = round((time.perf_counter() - started) * 1000, 2)
+    return found
 
 
 _lock = threading.Lock()
@@ -110,6 +211,8 @@ def _run(key: tuple[int, str], future: Future[Check | None], work: Callable[[], 
         result = None if found is None else {"ok": True, **found}
     except Exception as exc:  # a check reports every failure; it never raises
         result = {"ok": False, "error": str(exc) or type(exc).__name__}
+        if isinstance(exc, _Failed):
+            result.update(exc.details)
     if result is not None:
         result["ms"] = round((time.perf_counter() - started) * 1000, 2)
     with _lock:

@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
+from engram import observe
 from engram.embed import Embedder, embedder_from_spec
 from engram.errors import EngramError
 from engram.store import Memory, tenant_url
@@ -35,6 +36,16 @@ class _Entry:
     leases: int = 0
 
 
+class TenantRouter(Protocol):
+    """Where tenants live when they are spread over shards (:class:`engram.ops.shards.ShardRouter`)."""
+
+    def open(self, tenant: str, **options: Any) -> Memory:
+        """Open the tenant's store on the shard it lives on."""
+
+    def current(self, tenant: str, memory: Memory, *, refresh: bool = True) -> bool:
+        """False once the tenant lives elsewhere than where ``memory`` was opened (it moved)."""
+
+
 def store_opener(
     store: str | None,
     *,
@@ -42,12 +53,14 @@ def store_opener(
     branch: str = "main",
     embedder: Embedder | str | None = "minilm",
     author: str = "api",
+    router: TenantRouter | None = None,
     **options: Any,
 ) -> Callable[[str], Memory]:
     """A function opening a tenant's store for a :class:`TenantPool`: the base store ``store`` itself when
     ``local`` (a server without API keys has one tenant), else the tenant's own repository derived from it
     (:func:`engram.store.tenant_url`). One embedder (loaded on first use) serves every tenant; ``options``
-    go to :func:`engram.open` (``redis``, ``vector_cache`` ...)."""
+    go to :func:`engram.open` (``redis``, ``vector_cache`` ...). With a ``router`` (sharding, issue #17) each
+    tenant's repository is opened on its shard instead."""
     lock = threading.Lock()
     loaded: list[Embedder | None] = []
 
@@ -60,6 +73,8 @@ def store_opener(
             return loaded[0]
 
     def open_tenant(tenant: str) -> Memory:
+        if router is not None and not local:
+            return router.open(tenant, branch="main", author=author, embedder=chosen(), **options)
         url = store if local else tenant_url(store, tenant)
         return open_store(url, branch=branch if local else "main", author=author, embedder=chosen(), **options)
 
@@ -76,6 +91,8 @@ class TenantPool:
         sweep_minutes: delete expired items of every open store this often (None: never).
         index_delay: after a write, bring the written branch's search index up to date this many seconds
             later in a background thread, so the next search does not pay for it (None: at the next search).
+        router: with sharding (issue #17), where tenants live: a tenant's store is reopened once the tenant moved
+            to another shard, and the old one closed when the last request holding it releases it.
     """
 
     def __init__(
@@ -85,10 +102,14 @@ class TenantPool:
         max_open: int = MAX_OPEN,
         sweep_minutes: float | None = 5.0,
         index_delay: float | None = 0.2,
+        router: TenantRouter | None = None,
     ) -> None:
         if max_open < 1:
             raise ValueError("max_open is at least 1")
         self._opener = opener
+        #: With sharding: a tenant's store is reopened once the tenant moved to another shard.
+        self.router = router
+        self._retired: dict[int, _Entry] = {}  # stores of moved tenants, closed when their last lease ends
         self.max_open = max_open
         self.index_delay = index_delay
         self._open: OrderedDict[str, _Entry] = OrderedDict()
@@ -123,6 +144,7 @@ class TenantPool:
 
     def acquire(self, tenant: str) -> Memory:
         """The tenant's Memory, opened if needed, held until :meth:`release` (it is not closed meanwhile)."""
+        self._retire_if_moved(tenant)
         while True:
             with self._lock:
                 self._start_threads()
@@ -145,6 +167,7 @@ class TenantPool:
         with self._lock:
             self._open[tenant] = _Entry(memory, leases=1)
             self.opened += 1
+            observe.tenants_opened(1)
             self._opening.pop(tenant).set()
             evicted = self._evictable()
         self._close_all(evicted)
@@ -156,18 +179,24 @@ class TenantPool:
             entry = self._open.get(tenant)
             if entry is None or not self._running:
                 return None
+            if self.router is not None and not self.router.current(tenant, entry.memory, refresh=False):
+                return None  # moved: acquire() reopens it on its new shard
             entry.leases += 1
             self._open.move_to_end(tenant)
             return entry.memory
 
-    def release(self, tenant: str) -> None:
-        """Give back a Memory taken with :meth:`acquire`. Stores this makes idle beyond the bound are closed
-        in a background thread (closing saves search indexes: no caller waits for it)."""
+    def release(self, tenant: str, memory: Memory | None = None) -> None:
+        """Give back a Memory taken with :meth:`acquire` (pass it as ``memory``: the tenant's store may have
+        been replaced meanwhile, after a move). Stores this makes idle beyond the bound are closed in a
+        background thread (closing saves search indexes: no caller waits for it)."""
         with self._lock:
-            entry = self._open.get(tenant)
+            retired = self._retired.get(id(memory)) if memory is not None else None
+            entry = retired if retired is not None else self._open.get(tenant)
             if entry is not None:
                 entry.leases -= 1
             evicted = self._evictable()
+            if retired is not None and retired.leases <= 0:
+                evicted.append(self._retired.pop(id(memory)).memory)
         if evicted:
             threading.Thread(target=self._close_all, args=(evicted,), name="engram-evict", daemon=True).start()
 
@@ -178,7 +207,25 @@ class TenantPool:
         try:
             yield memory
         finally:
-            self.release(tenant)
+            self.release(tenant, memory)
+
+    def _retire_if_moved(self, tenant: str) -> None:
+        """With a router: stop handing out a tenant's store once the tenant moved (closed when unused)."""
+        if self.router is None:
+            return
+        with self._lock:
+            entry = self._open.get(tenant)
+        if entry is None or self.router.current(tenant, entry.memory):
+            return
+        with self._lock:
+            if self._open.get(tenant) is not entry:
+                return
+            del self._open[tenant]
+            observe.tenants_opened(-1)
+            if entry.leases > 0:
+                self._retired[id(entry.memory)] = entry
+                return
+        self._close_all([entry.memory])
 
     def _evictable(self) -> list[Memory]:
         """Remove idle stores beyond ``max_open``, least recently used first (call with the lock held)."""
@@ -189,6 +236,7 @@ class TenantPool:
             if self._open[name].leases == 0:
                 evicted.append(self._open.pop(name).memory)
         self.evicted += len(evicted)
+        observe.tenants_opened(-len(evicted))
         return evicted
 
     @staticmethod
@@ -255,6 +303,9 @@ class TenantPool:
         with self._lock:
             memories = [entry.memory for entry in self._open.values()]
             self._open.clear()
+            observe.tenants_opened(-len(memories))
+            memories += [entry.memory for entry in self._retired.values()]  # stores of moved tenants
+            self._retired.clear()
         self._close_all(memories)
 
 
@@ -262,4 +313,4 @@ def _update_index(memory: Memory, branch: str) -> None:
     memory.handle(branch).update_index()
 
 
-__all__ = ["MAX_OPEN", "TenantPool", "store_opener"]
+__all__ = ["MAX_OPEN", "TenantPool", "TenantRouter", "store_opener"]

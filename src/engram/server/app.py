@@ -1,4 +1,5 @@
-"""The HTTP API: LangGraph Agent Server's ``/store`` routes, engram's versioned ``/v1`` routes, health.
+"""The HTTP API: LangGraph Agent Server's ``/store`` routes, engram's versioned ``/v1`` routes; health and metrics
+are in :mod:`engram.server.ops`.
 
 ``create_app(ServerConfig(...))`` builds a FastAPI app. Each route is one call into the synchronous
 library, run on a worker thread. Each tenant (one per API key's ``tenant``) has its own repository;
@@ -7,9 +8,7 @@ a server without keys serves its base store as the single tenant ``default`` wit
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -25,26 +24,16 @@ from starlette.concurrency import run_in_threadpool
 from engram.errors import ItemNotFoundError
 from engram.objects import Commit
 from engram.ops.access import LOCAL, KeyRing, Principal, authenticate
-from engram.ops.health import TIMEOUT as READY_TIMEOUT
-from engram.ops.health import Readiness, readiness
-from engram.repo import Repository
 from engram.server import schemas as s
 from engram.server.config import ServerConfig, Tenants
-from engram.server.errors import ErrorBody, StrictRoute, error_response, install
+from engram.server.consistency import ConsistencyHeaders, ReplicaRouter, note_commit, note_written, routed
+from engram.server.errors import StrictRoute, install
 from engram.store import Memory, SearchResults
 from engram.store.aio import check_put
 from engram.store.ops import NOT_PROVIDED, PutOp
 from engram.store.serialize import change_json, commit_json, details_json, item_json, search_json, version_json
 
 T = TypeVar("T")
-#: Threads that answer readiness probes, apart from the request threads (which may all be waiting on a store).
-_HEALTH_THREADS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="engram-readyz")
-
-
-def check_ready(repo: Repository | Callable[[], Repository], timeout: float = READY_TIMEOUT) -> Readiness:
-    """The readiness of ``repo`` (or of the repository a function opens), answered within ``timeout``
-    seconds whatever the store does (:func:`engram.ops.health.readiness`)."""
-    return readiness(repo, timeout=timeout)
 
 
 @dataclass
@@ -74,10 +63,17 @@ class Caller:
     memory: Memory
     branch: str
     tenants: Tenants
+    #: Who serves this request's reads, and where its write's token goes (issue #17: engram.server.consistency).
+    served_by: str = "primary"
+    request_state: Any = None
 
     def on(self, branch: str | None = None) -> Memory:
         """A handle on ``branch`` (default: the server's) acting as this caller (read-only without write scope)."""
         return self.who.handle(self.memory, branch or self.branch)
+
+    def committed(self, made: Commit, branch: str | None = None) -> dict[str, Any]:
+        """The JSON of a write's commit with its consistency token (``branch@commit``)."""
+        return {"commit": commit_json(made), "token": note_commit(self.request_state, branch or self.branch, made)}
 
     async def write(self, op: PutOp, branch: str | None = None) -> Commit:
         """One put (or delete: a put of None), batched with the concurrent plain writes of this tenant, branch
@@ -86,12 +82,15 @@ class Caller:
         self.on(target).check_writable()
         batcher = self.tenants.coalescer(self.tenant, target, self.who.author)
         commit = (await batcher.submit([check_put(op)]))[1]
-        return commit if commit is not None else await run(lambda: self.on(target).head)
+        made = commit if commit is not None else await run(lambda: self.on(target).head)
+        note_commit(self.request_state, target, made)
+        return made
 
     async def commit(self, fn: Callable[[], T], branch: str | None = None) -> T:
         """A write that makes its own commit (it names an author or message, or is a versioning verb)."""
         done = await run(fn)
         self.tenants.pool.written(self.tenant, branch or self.branch)
+        await note_written(self, branch or self.branch, done)  # the consistency token (issue #17)
         return done
 
 
@@ -112,10 +111,12 @@ def _caller(scope: str) -> Callable[..., Any]:
         memory = pool.try_acquire(who.tenant)
         if memory is None:
             memory = await run_in_threadpool(pool.acquire, who.tenant)
+        caller = Caller(who, who.tenant, memory, state.config.branch, state.tenants)
         try:
-            yield Caller(who, who.tenant, memory, state.config.branch, state.tenants)
+            async with routed(request, caller, scope):  # read replicas and consistency tokens (issue #17)
+                yield caller
         finally:
-            pool.release(who.tenant)
+            pool.release(who.tenant, memory)
 
     return dependency
 
@@ -193,7 +194,6 @@ class _Routes:
 
 store = _Routes("/store", "store (LangGraph)")
 v1 = _Routes("/v1", "versioned")
-health = _Routes("", "health")
 
 
 # ------------------------------------------------------------------------- LangGraph store routes
@@ -296,7 +296,7 @@ async def v1_put_item(caller: Write, body: s.WriteItem) -> dict[str, Any]:
         made = await caller.commit(lambda: caller.on(body.branch).put(
             ns, body.key, body.value, body.index, ttl=ttl, author=body.author, sources=body.sources,
             message=body.message), body.branch)  # fmt: skip
-    return {"commit": commit_json(made)}
+    return caller.committed(made, body.branch)
 
 
 @v1.delete("/items", response_model=None, responses=s.responses(s.CommitResult))
@@ -309,7 +309,7 @@ async def v1_delete_item(
         made = await caller.write(PutOp(ns, key, None), branch)
     else:
         made = await caller.commit(lambda: caller.on(branch).delete(ns, key, message=message), branch)
-    return {"commit": commit_json(made)}
+    return caller.committed(made, branch)
 
 
 @v1.post("/search", response_model=None, responses=s.responses(s.SearchV1Out))
@@ -442,7 +442,7 @@ async def v1_merge(caller: Write, body: s.Merge) -> dict[str, Any]:
     made = await caller.commit(
         lambda: caller.on(body.into).merge(body.source, strategy=body.strategy, message=body.message), body.into
     )
-    return {"commit": commit_json(made)}
+    return caller.committed(made, body.into)
 
 
 @v1.post("/revert", response_model=None, responses=s.responses(s.CommitResult))
@@ -450,7 +450,7 @@ async def v1_revert(caller: Write, body: s.Revert) -> dict[str, Any]:
     """Undo what commit ``ref`` changed, with a new commit on ``branch``."""
     caller.who.require_unrestricted("revert")
     made = await caller.commit(lambda: caller.on(body.branch).revert(body.ref, strategy=body.strategy), body.branch)
-    return {"commit": commit_json(made)}
+    return caller.committed(made, body.branch)
 
 
 @v1.post("/reset", response_model=None, responses=s.responses(s.ResetOut))
@@ -484,30 +484,6 @@ async def v1_fsck(caller: Admin) -> dict[str, Any]:
             "corrupt": report.corrupt}  # fmt: skip
 
 
-# ----------------------------------------------------------------------------------- health
-
-
-@health.get("/healthz", response_model=None, responses={200: {"model": s.Health}})
-async def healthz() -> dict[str, Any]:
-    """Liveness: the process serves requests."""
-    return {"status": "ok", "checks": {}}
-
-
-@health.get("/readyz", response_model=None, responses={200: {"model": s.Health}, 503: {"model": ErrorBody}})
-async def readyz(request: Request) -> JSONResponse:
-    """Readiness, within a second: the store answers a read and a write (else 503, naming what failed);
-    a Redis cache that is down shows as degraded (still 200: the store answers without it)."""
-    state: State = request.app.state.engram
-    # Its own threads: requests queued on a database that is down must not delay the answer.
-    loop = asyncio.get_running_loop()
-    report = await loop.run_in_executor(_HEALTH_THREADS, check_ready, state.tenants.probe)
-    if not report.ready:
-        reason = report.checks["store"].get("error", "no answer")
-        details = {"checks": report.checks}
-        return error_response(503, "not_ready", f"the store is not ready: {reason}", details, {"Retry-After": "1"})
-    return JSONResponse({"status": report.status, "checks": report.checks})
-
-
 def create_app(config: ServerConfig | None = None) -> FastAPI:
     """Build the HTTP API app for ``config`` (see :class:`ServerConfig`)."""
     config = config or ServerConfig()
@@ -517,27 +493,36 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        backups = state.tenants.backups()  # --backup-every (issue #15)
+        if backups is not None:
+            backups.start()
         yield
+        if backups is not None:
+            await run(backups.stop)
         await run(state.tenants.close)
+        await run(app.state.replicas.close)
 
     app = FastAPI(
         title="engram",
         version="1",
         summary="Versioned, searchable memory for AI agents: LangGraph's store API plus history, diff, branches.",
         lifespan=lifespan,
+        docs_url=None,  # served offline by engram.server.ui (issue #16)
+        redoc_url=None,
     )
     app.state.engram = state
+    app.state.replicas = ReplicaRouter(config, local)  # read replicas (issue #17)
     install(app, config.max_body)
-    for routes in (store, v1, health):
+    app.add_middleware(ConsistencyHeaders)
+    for routes in (store, v1):
         routes.install(app)
     app.include_router(__import__("engram.server.channels", fromlist=["routes"]).routes)  # issue #13 (imports app)
     app.include_router(__import__("engram.server.writer", fromlist=["routes"]).routes)  # issue #14 (imports app)
-
-    @app.get("/", include_in_schema=False)
-    async def root() -> dict[str, Any]:
-        return {"name": "engram", "docs": "/docs", "openapi": "/openapi.json", "health": "/healthz",
-                "auth": "none (local)" if local else "API key"}  # fmt: skip
-
+    __import__("engram.server.ops", fromlist=["install"]).install(app)  # health, metrics (issue #15; imports app)
+    app.include_router(__import__("engram.server.browse", fromlist=["routes"]).routes)  # issue #16 (imports app)
+    __import__("engram.server.ui", fromlist=["install"]).install(app, {  # the web UI at / (issue #16)
+        "name": "engram", "docs": "/docs", "openapi": "/openapi.json", "health": "/healthz",
+        "auth": "none (local)" if local else "API key"})  # fmt: skip
     return app
 
 

@@ -4,18 +4,28 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from engram.breakers import configure as configure_breakers
 from engram.embed import Embedder
+from engram.errors import ConfigError
 from engram.objects import Commit
 from engram.ops.access import LOCAL_TENANT, default_keys_path
+from engram.ops.remotes import open_remote, remote_config
+from engram.ops.schedule import BackupSchedule
+from engram.ops.shards.catalog import TenantMovedError
 from engram.ops.tenants import MAX_OPEN, TenantPool, store_opener
 from engram.repo import Repository
 from engram.store import open_repository
 from engram.store.aio import Coalescer
 from engram.store.ops import Op
+
+if TYPE_CHECKING:
+    from engram.ops.shards import ShardRouter
 
 MiB = 1 << 20
 #: Most write batchers (tenant, branch, author) kept; an idle one holds nothing and is recreated on demand.
@@ -43,6 +53,15 @@ class ServerConfig:
         writer_extractor / writer_interval / writer_policy: the memory writer of ``/v1/conversations`` (issue
             #14): ``offline``, ``openai:<model>@<url>`` or None (runs gated); every N completed assistant turns;
             ``auto`` (merge each run) or ``review`` (leave its branch for approve/reject).
+        backup_every / backup_remote: back up the served store every so many seconds (None: never) to a remote,
+            by name (``engram remote add``) or URL (issue #15; see :class:`~engram.ops.schedule.BackupSchedule`).
+        shard_catalog: a PostgreSQL URL of a shard catalog (issue #17): each tenant's repository lives on the
+            shard the catalog routes it to, and map changes (moves) are picked up without a restart.
+        replicas / replica_max_lag: read replicas (PostgreSQL standbys of a PostgreSQL store; also ``?replica=``
+            in its URL) and the seconds one may lag before reads skip it (issue #17; engram.server.consistency).
+        breakers: circuit breaker settings by kind of dependency (``postgresql``, ``redis``, ``embedder``,
+            ``model``, ``s3``), e.g. ``{"embedder": {"failure_threshold": 3, "reset_timeout": 10}}``; applied to
+            the whole process when the server starts (:func:`engram.breakers.configure`; issue #15).
     """
 
     store: str | None = None
@@ -59,6 +78,12 @@ class ServerConfig:
     writer_extractor: str | None = "offline"
     writer_interval: int = 2
     writer_policy: str = "auto"
+    backup_every: float | None = None
+    backup_remote: str = "origin"
+    shard_catalog: str | None = None
+    replicas: tuple[str, ...] = ()
+    replica_max_lag: float = 10.0
+    breakers: dict[str, dict[str, Any]] | None = None
 
     def open_options(self) -> dict[str, Any]:
         """Keyword arguments every store of this server is opened with."""
@@ -79,15 +104,28 @@ class Tenants:
     def __init__(self, config: ServerConfig, local: bool) -> None:
         self.config = config
         self.local = local
+        for kind, settings in (config.breakers or {}).items():
+            try:  # before any store opens: its breakers start with these settings
+                configure_breakers(kind, **settings)
+            except TypeError as exc:
+                raise ConfigError(f"breakers[{kind!r}]: only failure_threshold and reset_timeout ({exc})") from None
         self._probe: Repository | None = None
         self._lock = threading.Lock()
+        self.router: ShardRouter | None = None
+        if config.shard_catalog is not None and local:
+            raise ConfigError("a shard catalog places tenants: it needs API keys (engram keys create --tenant ...)")
+        if config.shard_catalog is not None:
+            from engram.ops.shards import ShardRouter
+
+            self.router = ShardRouter(config.shard_catalog)
         opener = store_opener(config.store, local=local, branch=config.branch, embedder=config.embedder,
-                              **config.open_options())  # fmt: skip
+                              router=self.router, **config.open_options())  # fmt: skip
         self.pool = TenantPool(
             opener,
             max_open=config.max_tenants,
             sweep_minutes=5.0 if config.sweep_ttl else None,
             index_delay=config.index_delay,
+            router=self.router,
         )
         self._coalescers: OrderedDict[tuple[str, str, str], Coalescer] = OrderedDict()
 
@@ -106,8 +144,12 @@ class Tenants:
 
     def _execute(self, key: tuple[str, str, str], ops: list[Op]) -> tuple[list[Any], Commit | None]:
         tenant, branch, author = key
-        with self.pool.lease(tenant) as memory:
-            outcome = memory.handle(branch, author=author).execute(ops)
+        try:
+            with self.pool.lease(tenant) as memory:
+                outcome = memory.handle(branch, author=author).execute(ops)
+        except TenantMovedError:  # the tenant moved to another shard meanwhile: write there (issue #17)
+            with self.pool.lease(tenant) as memory:
+                outcome = memory.handle(branch, author=author).execute(ops)
         self.pool.written(tenant, branch)
         return outcome
 
@@ -121,9 +163,36 @@ class Tenants:
                 self._probe = open_repository(self.config.store, redis=self.config.redis)
             return self._probe
 
+    def backups(self) -> BackupSchedule | None:
+        """The schedule of ``backup_every`` (not started), or None without one.
+
+        Raises:
+            ConfigError: a schedule on a server with API keys (each tenant is its own store: back them up with
+                ``engram backup create``).
+            NotFoundError: an unknown remote name.
+        """
+        every = self.config.backup_every
+        if every is None:
+            return None
+        if not self.local:
+            raise ConfigError("--backup-every backs up a single-store server; with API keys back up each tenant "
+                              "store with `engram backup create` (issue #15)")  # fmt: skip
+        name = self.config.backup_remote
+        url = name if "://" in name else remote_config(self.probe(), self.config.store).url(name)
+        open_remote(url)  # a malformed URL fails now, not at the first backup
+
+        @contextmanager
+        def served() -> Iterator[Repository]:
+            with self.pool.lease(LOCAL_TENANT) as memory:
+                yield memory.repo
+
+        return BackupSchedule(served, lambda: open_remote(url), every)
+
     def close(self) -> None:
         """Close every open store, and forget the write batchers (they belong to the event loop that is ending)."""
         self.pool.close()
+        if self.router is not None:
+            self.router.close()
         with self._lock:
             self._coalescers.clear()
             if self._probe is not None:

@@ -32,6 +32,7 @@ from engram.errors import (
     AmbiguousRefError,
     AuthenticationError,
     ChunkNotFoundError,
+    CircuitOpenError,
     ConfigError,
     ConflictError,
     EmbedderError,
@@ -77,6 +78,7 @@ STATUS: dict[type[EngramError], tuple[int, str]] = {
     IntegrityError: (500, "integrity_error"),
     AuthenticationError: (401, "unauthorized"),
     PermissionDeniedError: (403, "forbidden"),
+    CircuitOpenError: (503, "storage_unavailable"),  # a breaker failing fast (engram.breakers, issue #15)
     UnavailableError: (503, "storage_unavailable"),
     StorageError: (500, "storage_error"),  # a real backend fault; a dependency that is down is an UnavailableError
     EmbedderError: (503, "embedder_unavailable"),

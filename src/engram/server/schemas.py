@@ -211,6 +211,7 @@ class CommitResult(BaseModel):
     """The commit a write made (or the unchanged head when it changed nothing)."""
 
     commit: CommitOut
+    token: str = Field(description="consistency token <branch>@<commit id>: send it back in Engram-Commit on reads")
 
 
 class ChangeOut(BaseModel):

@@ -18,6 +18,7 @@ from engram.index.docs import Phases
 from engram.maintenance import FsckReport, GcReport
 from engram.objects import Commit
 from engram.store import _validate
+from engram.store.indexing import IndexLag
 from engram.store.item import CommitDetails, Item, ItemChange, SearchResults, Version
 from engram.store.memory import Memory
 from engram.store.ops import NOT_PROVIDED, GetOp, ListNamespacesOp, Mode, Op, PutOp, SearchOp
@@ -232,6 +233,10 @@ class AsyncMemory:
     @twin(Memory.update_index)
     async def aupdate_index(self, phases: Phases | None = None) -> None:
         await self._run(self.memory.update_index, phases)
+
+    @twin(Memory.index_lag)
+    async def aindex_lag(self, branch: str | None = None) -> IndexLag:
+        return await self._run(self.memory.index_lag, branch)  # type: ignore[no-any-return]
 
     @twin(Memory.reindex)
     async def areindex(

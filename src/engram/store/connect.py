@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from engram.backends import ChunkStore, LruChunkStore, MemoryChunkStore, MemoryRefStore, RefStore, open_sqlite
+from engram.backends.wrappers import CacheCountingChunkStore, MeteredChunkStore, MeteredRefStore
 from engram.embed import Embedder
 from engram.errors import ConfigError, RefNotFoundError
 from engram.index.cache import MemoryVectorCache, SqliteVectorCache, VectorCache
@@ -18,6 +19,7 @@ from engram.store.aio import AsyncMemory
 from engram.store.indexing import IndexPool, choose_embedder
 from engram.store.memory import Memory
 from engram.store.ops import TTLConfig
+from engram.store.querycache import QueryCache
 
 if TYPE_CHECKING:
     from engram.backends.redis import RedisHealth
@@ -46,7 +48,8 @@ def tenant_url(url: str | None, tenant: str) -> str:
     if url is not None and url.startswith(POSTGRES_SCHEMES):
         conninfo, _, in_url = split_postgres_url(url)
         conninfo += f"{'&' if '?' in conninfo else '?'}redis={in_url}" if in_url else ""
-        return conninfo + ("&" if "?" in conninfo else "?") + f"repo={tenant}"
+        kept = [(name, tenant_url(value, tenant) if name == "replica" else value) for name, value in store_options(url)]
+        return conninfo + ("&" if "?" in conninfo else "?") + urlencode([("repo", tenant), *kept], safe=":/@")
     return str(_sqlite_path(url).parent / "tenants" / tenant / DB_NAME)
 
 
@@ -145,8 +148,41 @@ def split_postgres_url(url: str) -> tuple[str, str, str | None]:
             if name in ours:
                 raise ConfigError(f"give ?{name}= once in a PostgreSQL store URL")
             ours[name] = value
-    rest = urlencode([(name, value) for name, value in query if name not in ours])
+    rest = urlencode([(name, value) for name, value in query if name not in ours and name not in STORE_OPTIONS])
     return urlunsplit(parts._replace(query=rest)), ours.get("repo", "default"), ours.get("redis")
+
+
+#: Options of a PostgreSQL store URL besides ``repo`` and ``redis`` that engram reads and libpq never sees: where
+#: chunks live (``chunks=s3://bucket/prefix``, ``chunks_endpoint=``, ``chunks_region=``; see
+#: :mod:`engram.backends.s3`) and read replicas (``replica=<URL>``, repeatable; see :mod:`engram.store.replicas`).
+STORE_OPTIONS = ("chunks", "chunks_endpoint", "chunks_region", "replica")
+
+
+def store_options(url: str) -> list[tuple[str, str]]:
+    """The :data:`STORE_OPTIONS` of a PostgreSQL store URL, in order."""
+    return [(name, value) for name, value in parse_qsl(urlsplit(url).query, keep_blank_values=True)
+            if name in STORE_OPTIONS]  # fmt: skip
+
+
+def s3_chunk_store(url: str, repo_id: str) -> ChunkStore | None:
+    """The S3 chunk store a PostgreSQL store URL names (``?chunks=s3://bucket/prefix``), or None."""
+    options: dict[str, str] = {}
+    for name, value in store_options(url):
+        if name != "replica":
+            if name in options:
+                raise ConfigError(f"give ?{name}= once in a PostgreSQL store URL")
+            options[name] = value
+    if "chunks" not in options:
+        if options:
+            raise ConfigError(f"?{', ?'.join(sorted(options))} need ?chunks=s3://bucket/prefix in the store URL")
+        return None
+    where = urlsplit(options["chunks"])
+    if where.scheme != "s3" or not where.netloc or where.query:
+        raise ConfigError(f"?chunks= takes s3://bucket/prefix, not {options['chunks']!r}")
+    from engram.backends.s3 import S3ChunkStore
+
+    return S3ChunkStore(where.netloc, where.path, repo_id, endpoint=options.get("chunks_endpoint") or None,
+                        region=options.get("chunks_region") or None)  # fmt: skip
 
 
 #: One health tracker (and connection pool) per Redis URL, shared by every repository cached there.
@@ -159,7 +195,8 @@ def _with_redis(chunks: ChunkStore, refs: RefStore, redis_url: str, repo_id: str
     health = _REDIS.get(redis_url)
     if health is None:
         health = _REDIS[redis_url] = RedisHealth(redis_url)
-    return redis_caches(chunks, refs, health, repo=repo_id)
+    chunks, refs = redis_caches(CacheCountingChunkStore(chunks, "redis", above=False), refs, health, repo=repo_id)
+    return CacheCountingChunkStore(chunks, "redis", above=True), refs  # hit ratio at the seam (issue #15)
 
 
 def cache_status(store: Memory | Repository, *, probe: bool = False) -> dict[str, Any] | None:
@@ -180,9 +217,11 @@ def _open(url: str | None, redis: str | None = None) -> tuple[Repository, Vector
         from engram.index.cache import PostgresVectorCache
 
         conninfo, repo_id, in_url = split_postgres_url(url)
+        s3_chunks = s3_chunk_store(url, repo_id)  # chunks in S3, refs and indexes in PostgreSQL (issue #17)
         pg_chunks, pg_refs = open_postgres(conninfo, repo_id)
-        chunks: ChunkStore = pg_chunks
-        refs: RefStore = pg_refs
+        # metrics at the seam (issue #15)
+        chunks: ChunkStore = MeteredChunkStore(s3_chunks or pg_chunks, "s3" if s3_chunks else "postgres")
+        refs: RefStore = MeteredRefStore(pg_refs, "postgres")
         if redis or in_url:
             chunks, refs = _with_redis(chunks, refs, redis or in_url or "", repo_id)
         repo = Repository(LruChunkStore(chunks), refs)
@@ -190,14 +229,14 @@ def _open(url: str | None, redis: str | None = None) -> tuple[Repository, Vector
     elif url == ":memory:":
         if redis:
             raise ConfigError("a Redis cache sits in front of PostgreSQL, not an in-memory store")
-        repo = Repository(MemoryChunkStore(), MemoryRefStore())
+        repo = Repository(MeteredChunkStore(MemoryChunkStore(), "memory"), MeteredRefStore(MemoryRefStore(), "memory"))
         cache, snapshots = MemoryVectorCache(), None
     else:
         if redis:
             raise ConfigError("a Redis cache sits in front of PostgreSQL; a local SQLite store does not need one")
         path = _sqlite_path(url)
         sq_chunks, sq_refs = open_sqlite(path)
-        repo = Repository(LruChunkStore(sq_chunks), sq_refs)
+        repo = Repository(LruChunkStore(MeteredChunkStore(sq_chunks, "sqlite")), MeteredRefStore(sq_refs, "sqlite"))
         cache, snapshots = SqliteVectorCache(sq_refs.db), path.with_name(path.name + "-index")
     repo.init()
     return repo, cache, snapshots, pg_refs
@@ -284,6 +323,9 @@ def open(
     pool = IndexPool(repo, embedder=chosen, fields=index_fields, cache=cache, snapshots=snapshots)
     if embedder != "auto":  # named explicitly: the store records it now, so a later open(embedder="auto") agrees
         pool.note_embedded()
+    health = getattr(repo.refs, "health", None)
+    if health is not None and url is not None:  # a Redis cache: search results are shared through it too
+        pool.query_cache = QueryCache(redis=health, repo=split_postgres_url(url)[1])
     if pg_refs is not None and search != "local":
         from engram.store.pgsearch import PgSearch, has_pgvector
 

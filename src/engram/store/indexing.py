@@ -13,6 +13,7 @@ import threading
 import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,7 @@ from engram.index.docs import DocIndex, Phases, make_doc
 from engram.index.engine import Overlay
 from engram.index.keyword import OverlayStats
 from engram.repo import Repository
+from engram.store.querycache import QueryCache
 
 if TYPE_CHECKING:
     from engram.store.pgsearch import PgSearch
@@ -36,6 +38,28 @@ TEMP_INDEXES = 2
 #: A branch index is saved once this many documents (or this share of it) changed since its last save.
 SAVE_AFTER = 5_000
 SAVE_SHARE = 0.2
+
+#: :meth:`IndexPool.lag` walks at most this many commits back from a head looking for the index's root.
+LAG_SCAN = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class IndexLag:
+    """How far a branch's search index is behind the branch (what metrics and health checks read).
+
+    Attributes:
+        commits: commits from the head back to the version the kept index reflects (0: current). A search
+            applies them first, so it never misses them, but pays for them; ``LAG_SCAN`` when at least
+            that many (or the index was never built in this process).
+        vectors: items whose vectors are still to be made (the embedder failed or is catching up): keyword
+            search finds them, semantic search does not yet (``SearchResults.lag`` of a search).
+        graph: vectors waiting to join the ANN graph (scored exactly meanwhile: slower, never missed).
+    """
+
+    commits: int
+    vectors: int
+    graph: int
+
 
 #: The ref that records which embedder a store's vectors come from (a one-leaf tree: spec and model id).
 EMBEDDER_REF = "meta/embedder"
@@ -131,6 +155,8 @@ class IndexPool:
         self.snapshots = snapshots
         #: Head searches run here when the store is PostgreSQL with pgvector (engram.index.pgengine).
         self.sql: PgSearch | None = None
+        #: Search results by (root, request): never stale, shared by every handle (engram.store.querycache).
+        self.query_cache: QueryCache | None = QueryCache()
         self._branches: dict[str, DocIndex] = {}
         self._temp: OrderedDict[ChunkId, DocIndex] = OrderedDict()
         self._overlays: OrderedDict[tuple[ChunkId, ChunkId], Overlay] = OrderedDict()
@@ -174,6 +200,11 @@ class IndexPool:
                 found = self._branches[branch] = self._restore(branch) or self._new()
             return found
 
+    def synced(self) -> dict[str, ChunkId | None]:
+        """Branch -> the tree root its in-memory index reflects, for the indexes loaded now (index lag, #15)."""
+        with self._lock:
+            return {branch: index.root for branch, index in self._branches.items()}
+
     def _snapshot_path(self, branch: str) -> Path | None:
         if self.snapshots is None:
             return None
@@ -194,6 +225,8 @@ class IndexPool:
         """The branch's index, synced to ``root`` (its head); saved once enough has changed."""
         index = self.index(branch)
         with index.lock:
+            if index.root == root and index.pending and index.vector_error is not None:
+                index.embed_pending()  # the embedder failed before: catch up once it answers (its breaker, #15)
             index.sync(root, phases=phases)
             if index.unsaved >= max(SAVE_AFTER, int(len(index) * SAVE_SHARE)):
                 self._save(branch, index)
@@ -276,6 +309,22 @@ class IndexPool:
                 self._temp.popitem(last=False)
         return index
 
+    def lag(self, branch: str) -> IndexLag:
+        """How far the branch's search index is behind its head, without bringing it up to date (cheap: no
+        diff, at most ``LAG_SCAN`` commits read)."""
+        head = self.repo.head(branch)
+        if self.sql is not None:
+            found = self.sql.head_state(branch)
+            if found is not None:
+                root, vectors, graph = found
+                return IndexLag(_commits_behind(self.repo, head, root), vectors, graph)
+        with self._lock:
+            index = self._branches.get(branch)
+        if index is None:
+            return IndexLag(_commits_behind(self.repo, head, None), 0, 0)
+        graph = index.vectors.backlog if index.vectors is not None else 0
+        return IndexLag(_commits_behind(self.repo, head, index.root), len(index.pending), graph)
+
     def rebuild(
         self,
         branch: str,
@@ -292,3 +341,13 @@ class IndexPool:
         with index.lock:
             self._save(branch, index)
         return index
+
+
+def _commits_behind(repo: Repository, head: ChunkId, root: ChunkId | None) -> int:
+    """First-parent commits from ``head`` back to the first whose tree is ``root`` (``LAG_SCAN`` at most)."""
+    for behind, commit in enumerate(repo.iter_first_parents(head)):
+        if behind >= LAG_SCAN:
+            break
+        if root is not None and commit.tree == root:
+            return behind
+    return LAG_SCAN

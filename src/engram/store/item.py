@@ -88,17 +88,23 @@ class SearchResults(list[SearchItem]):
         mode: the mode that ran (``keyword``, ``semantic``, ``hybrid``, or ``list`` without a query).
         requested_mode: the mode asked for.
         degraded: why the search ran in a weaker mode than asked (e.g. the embedder failed), else None.
+        lag: items of the searched index not fully indexed when the search ran (their vectors are still to
+            be made: keywords find them, meaning does not yet); 0 when the index was complete.
     """
 
     mode: str
     requested_mode: str
     degraded: str | None
+    lag: int
 
-    def __init__(self, items: list[SearchItem], mode: str, requested_mode: str, degraded: str | None = None):
+    def __init__(
+        self, items: list[SearchItem], mode: str, requested_mode: str, degraded: str | None = None, lag: int = 0
+    ):
         super().__init__(items)
         self.mode = mode
         self.requested_mode = requested_mode
         self.degraded = degraded
+        self.lag = lag
 
 
 @dataclass(frozen=True, slots=True)

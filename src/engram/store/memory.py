@@ -7,11 +7,12 @@ convenience methods (and the LangGraph adapter) are built on.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal
 
-from engram import codec
+from engram import codec, observe
 from engram.backends.base import now_ms
 from engram.embed import Embedder, embedder_from_spec
 from engram.errors import InvalidInputError
@@ -20,9 +21,10 @@ from engram.index.docs import DocIndex, Phases
 from engram.objects import Commit, Record, decode_record, encode_record
 from engram.repo import Repository
 from engram.store import _validate
-from engram.store.indexing import IndexPool
+from engram.store.indexing import IndexLag, IndexPool
 from engram.store.item import Item, SearchResults
 from engram.store.ops import NOT_PROVIDED, GetOp, ListNamespacesOp, Mode, Op, PutOp, SearchOp, TTLConfig
+from engram.store.querycache import QueryCache, for_pool
 from engram.store.ranking import Profile
 from engram.store.reader import Reader
 from engram.store.search import Overlay
@@ -48,6 +50,9 @@ class _Snapshot(Reader):
 
     def _search_index(self) -> tuple[DocIndex, Overlay | None]:
         return self._memory.pool.head(self._memory.branch, self._fixed), None
+
+    def _query_cache(self) -> tuple[QueryCache, str] | None:
+        return for_pool(self._memory.pool)
 
     def _execute(self, request: SearchOp, now: int) -> SearchResults:
         sql = self._memory.pool.sql
@@ -120,6 +125,12 @@ class Memory(Reader, Versioned):
             return
         self.pool.head(self._branch, root, phases)
 
+    def index_lag(self, branch: str | None = None) -> IndexLag:
+        """How far the search index of ``branch`` (this handle's by default) is behind its head: commits not
+        applied yet, items waiting for vectors, vectors waiting for the ANN graph (see :class:`IndexLag`).
+        Cheap, and it changes nothing: metrics and health checks read it."""
+        return self.pool.lag(branch or self._branch)
+
     def reindex(
         self,
         progress: Callable[[int], None] | None = None,
@@ -186,10 +197,13 @@ class Memory(Reader, Versioned):
     ) -> SearchResults:
         """Search this branch's head, or the version ``at`` names (see :meth:`Reader.search`)."""
         if at is not None:
-            return self.at(at).search(
+            started = time.perf_counter()
+            past = self.at(at).search(
                 namespace_prefix, query, filter=filter, limit=limit, offset=offset, mode=mode, profile=profile,
                 explain=explain, min_score=min_score,
             )  # fmt: skip
+            observe.search_done(past.mode, time.perf_counter() - started)  # metrics (issue #15)
+            return past
         op = SearchOp(
             _validate.namespace(namespace_prefix, allow_empty=True),
             query,
@@ -264,12 +278,16 @@ class Memory(Reader, Versioned):
                     if self._refreshes(op.refresh_ttl):
                         touched[raw] = record
             elif isinstance(op, SearchOp):
+                started = time.perf_counter()
                 results[i] = found_items = snapshot.search(
                     op.namespace_prefix, op.query, filter=op.filter, limit=op.limit, offset=op.offset, mode=op.mode,
                     profile=op.profile, explain=op.explain, min_score=op.min_score,
                 )  # fmt: skip
+                observe.search_done(found_items.mode, time.perf_counter() - started)  # metrics (issue #15)
                 if self._refreshes(op.refresh_ttl):
                     for item in found_items:
+                        if item.expires_at is None:  # no TTL to refresh: skip the tree read
+                            continue
                         raw = codec.encode_key(item.namespace, item.key)
                         data = get(self.repo.nodes, root, raw)
                         if data is not None:

@@ -15,6 +15,7 @@ from engram.repo import Repository
 from engram.store import _validate
 from engram.store.item import Item, SearchResults
 from engram.store.ops import Mode, SearchOp
+from engram.store.querycache import QueryCache
 from engram.store.ranking import Profile
 from engram.store.search import execute
 from engram.tree import count, get, iter_entries
@@ -64,7 +65,15 @@ class Reader:
             explain,
             min_score,
         )
-        return self._execute(request, now_ms())
+        cached = self._query_cache()
+        if cached is None:
+            return self._execute(request, now_ms())
+        cache, context = cached
+        return cache.search(self._root(), request, now_ms(), self._execute, context)
+
+    def _query_cache(self) -> tuple[QueryCache, str] | None:
+        """The query cache searches go through, and the search context that is part of its keys (None: no cache)."""
+        return None
 
     def _execute(self, request: SearchOp, now: int) -> SearchResults:
         """Run a search (in process; a handle on a PostgreSQL store with search tables runs it there)."""

@@ -56,7 +56,7 @@ def engine_request(op: SearchOp) -> Request:
 def results(found: Hits) -> SearchResults:
     """An engine's hits as the memory API's results."""
     items = [search_item(h.namespace, h.key, h.record, h.score, h.explain) for h in found.hits]
-    return SearchResults(items, found.mode, found.requested, found.degraded)
+    return SearchResults(items, found.mode, found.requested, found.degraded, found.lag)
 
 
 def execute(index: DocIndex, request: SearchOp, now_ms: int, overlay: Overlay | None = None) -> SearchResults:

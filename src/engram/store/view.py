@@ -12,6 +12,7 @@ from engram.repo import Repository
 from engram.store.indexing import IndexPool
 from engram.store.item import SearchResults
 from engram.store.ops import SearchOp
+from engram.store.querycache import QueryCache, for_pool
 from engram.store.reader import Reader
 from engram.store.search import Overlay
 
@@ -33,6 +34,9 @@ class View(Reader):
 
     def _search_index(self) -> tuple[DocIndex, Overlay | None]:
         return self._pool.past(self._near, self.commit.tree)
+
+    def _query_cache(self) -> tuple[QueryCache, str] | None:
+        return for_pool(self._pool)
 
     def _execute(self, request: SearchOp, now: int) -> SearchResults:
         sql = self._pool.sql  # on PostgreSQL: the branch's head rows minus what differs, plus the past versions

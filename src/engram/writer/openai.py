@@ -4,19 +4,26 @@ llama.cpp server) over ``httpx``.
 Each step is a real multi-step tool loop: the model reads and searches memories, writes (an update names the
 version it read: a stale one gets a conflict result and the model reads again, the loop continues), deletes, or
 calls ``no_new_memories``. A request has a timeout and bounded retries with exponential backoff (timeouts,
-connection errors, 429, 5xx and unreadable answers); each retry resends the conversation built so far, whose
-memory reads are fresh tool results. Malformed tool calls are answered with an error the model can correct;
+connection errors, 429, 5xx and unreadable answers; jittered); each retry resends the conversation built so far,
+whose memory reads are fresh tool results. Malformed tool calls are answered with an error the model can correct;
 too many of them, or too many rounds, end the run as a policy violation.
+
+Every request goes through the endpoint's circuit breaker (:mod:`engram.breakers`, ``model:<host[:port]>``): while
+it is open a request fails at once, and the memory writer skips its runs with the reason ``model_unavailable``
+instead of starting them.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import time
 from typing import Any
 
 import httpx
 
+from engram.breakers import CircuitBreaker, CircuitOpenError
+from engram.breakers import breaker as shared_breaker
 from engram.errors import InvalidInputError, ItemNotFoundError, StaleMemoryError, WriterError
 from engram.writer.extract import SYSTEM, ExtractRequest, Workspace
 from engram.writer.redact import redact_value
@@ -62,6 +69,7 @@ class OpenAIExtractor:
         max_invalid: malformed tool calls tolerated per step before the run fails as a policy violation.
         temperature: sent with each request.
         transport: an httpx transport (tests and custom networking); None uses the default.
+        breaker: the circuit breaker to use; None: the process's breaker ``model:<host[:port]>``.
     """
 
     def __init__(
@@ -77,6 +85,7 @@ class OpenAIExtractor:
         max_invalid: int = 3,
         temperature: float = 0.0,
         transport: httpx.BaseTransport | None = None,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         if timeout <= 0 or retries < 0 or backoff < 0 or max_rounds < 1:
             raise InvalidInputError("timeout must be > 0, retries and backoff >= 0, max_rounds >= 1")
@@ -90,6 +99,9 @@ class OpenAIExtractor:
         self.temperature = temperature
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(timeout=timeout, headers=headers, transport=transport)
+        self.breaker = (
+            breaker if breaker is not None else shared_breaker(f"model:{httpx.URL(self.base_url).netloc.decode()}")
+        )
 
     def close(self) -> None:
         """Close the HTTP client."""
@@ -105,16 +117,23 @@ class OpenAIExtractor:
         timed_out = False
         for attempt in range(1, self.retries + 2):
             if attempt > 1:
-                time.sleep(self.backoff * 2 ** (attempt - 2))
+                time.sleep(self.backoff * 2 ** (attempt - 2) * random.uniform(0.5, 1.0))
+            try:
+                probe = self.breaker.acquire()
+            except CircuitOpenError as exc:
+                calls.append({"attempt": attempt, "status": None, "response": None, "error": str(exc)})
+                raise WriterError(f"the model endpoint is unavailable: {exc}", "model_error") from exc
             started = time.perf_counter()
             entry: dict[str, Any] = {"attempt": attempt, "status": None, "response": None, "error": None}
             calls.append(entry)
+            answered = False
             try:
                 response = self._client.post(f"{self.base_url}/chat/completions", json=body)
                 entry["status"] = response.status_code
                 if response.status_code in _RETRY_STATUS:
                     last = entry["error"] = f"HTTP {response.status_code}"
                     continue
+                answered = True
                 if response.status_code >= 400:
                     entry["error"] = f"HTTP {response.status_code}: {response.text[:500]}"
                     raise WriterError(f"the model server refused the request: {entry['error']}", "model_error")
@@ -132,6 +151,12 @@ class OpenAIExtractor:
                 last = entry["error"] = f"unreadable answer ({type(exc).__name__}: {exc})"
             finally:
                 entry["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
+                if answered:
+                    self.breaker.record_success(probe)
+                elif entry["error"] is not None:  # no answer, a retryable status, or one we could not read
+                    self.breaker.record_failure(str(entry["error"]), probe=probe)
+                elif probe:
+                    self.breaker.release_probe()
         outcome = "timeout" if timed_out and last.startswith("timeout") else "model_error"
         raise WriterError(f"the model failed after {self.retries + 1} attempts: {last}", outcome)
 

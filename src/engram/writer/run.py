@@ -120,6 +120,16 @@ class Heartbeat:
 
         self.store.update(extend, f"renew lease of run {self.lease.run_id}")
 
+    def confirm(self) -> None:
+        """Make sure the lease is ours for at least half its time to live (enough to publish a run): a read when
+        it is (nobody may take a lease before it expires), a renewal when it is not; raise
+        :class:`LeaseLostError` when it is no longer ours."""
+        _, state = self.store.load()
+        ours(self.lease)(state)
+        held = state.lease
+        if held is None or held.expires_at - now_ms() < self.ttl_ms / 2:
+            self.renew()
+
 
 def ours(lease: Lease) -> Callable[[WriterState], None]:
     """A check that the state's lease is still ``lease`` (raises :class:`LeaseLostError` otherwise)."""
@@ -178,14 +188,23 @@ class Run:
             context = (context + chunk)[-writer.context_turns :] if writer.context_turns else []
 
     def _attempt(self, heartbeat: Heartbeat) -> tuple[str, str | None, str | None]:
-        """One attempt: extract, commit on the review branch, apply the policy; returns (outcome, commit, merge)."""
+        """One attempt: extract, commit on the review branch, apply the policy; returns (outcome, commit, merge).
+
+        Under the ``auto`` policy the review branch would be merged the moment it is made, so the run's commit
+        goes straight onto the writer's branch instead (a strict transaction: a memory changed there meanwhile
+        is a conflict, retried on the new head, exactly as a failed merge is): one ref change instead of four
+        (create, commit, merge, delete), and the commit is both the run's and its merge."""
         writer, plan = self.writer, self.plan
         mem, repo = writer.mem, writer.mem.repo
         branch = branch_name(plan.target_id, plan.run_id)
-        if repo.refs.get(HEADS + branch) is not None:
-            repo.delete_branch(branch, writer.author)
-        mem.create_branch(branch)
-        handle = mem.handle(branch, author=writer.author)
+        direct = writer.policy == "auto"
+        if direct:
+            handle = mem.handle(mem.branch, author=writer.author)
+        else:
+            if repo.refs.get(HEADS + branch) is not None:
+                repo.delete_branch(branch, writer.author)
+            mem.create_branch(branch)
+            handle = mem.handle(branch, author=writer.author)
         self.steps, self.model_ms = [], 0.0
         counter = iter(range(1, 1_000_000))
 
@@ -209,17 +228,22 @@ class Run:
                 "conversations": {b.conversation_id: b.range() for b in plan.batches},
                 "messages": list(dict.fromkeys(s for a in self.actions for s in a.sources)),
             }}  # fmt: skip
+            if direct and tx.edits:
+                heartbeat.confirm()  # publish only while the target is still ours
         if tx.commit is None:
-            repo.delete_branch(branch, writer.author)
+            if not direct:
+                repo.delete_branch(branch, writer.author)
             return "no_new_memories", None, None
         commit = tx.commit.id.hex()
+        if direct:
+            return "merged", commit, commit
         decision = writer.decide(self.record | {"branch": branch, "commit": commit}, self.actions)
         if decision == "review":
             return "review", commit, None
         if decision == "reject":
             repo.delete_branch(branch, writer.author)
             return "rejected", commit, None
-        heartbeat.renew()  # publish only while the target is still ours
+        heartbeat.confirm()  # publish only while the target is still ours
         merged = mem.merge(branch, strategy="fail", author=writer.author,
                            message=f"writer: merge run {plan.run_id} into {mem.branch}")  # fmt: skip
         repo.delete_branch(branch, writer.author)

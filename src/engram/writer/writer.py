@@ -241,6 +241,9 @@ class MemoryWriter:
             return self._skip("invalid_interval", target, cid)
         if self.extractor is None:
             return self._skip("no_model", target, cid)
+        breaker = getattr(self.extractor, "breaker", None)  # issue #15: a model endpoint known to be down
+        if breaker is not None and breaker.state == "open":
+            return self._skip("model_unavailable", target, cid)
         return None
 
     def _schedule(self, conversation: Conversation) -> Decision:

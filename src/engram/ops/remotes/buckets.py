@@ -20,11 +20,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from engram.breakers import CircuitBreaker, RetryPolicy, retry_call, s3_transient
+from engram.breakers import breaker as shared_breaker
 from engram.clock import now_ms
 from engram.errors import ConfigError, StorageError, UnavailableError
 
 #: Parallel requests one bucket makes for a batch (S3 round trips dominate; files are cheap either way).
 WORKERS = 16
+#: How S3 requests are retried by default: 5 tries, full-jitter backoff up to 4 s (issue #15).
+S3_RETRY = RetryPolicy(attempts=5, initial=0.25, maximum=4.0)
 
 
 class Bucket(ABC):
@@ -57,6 +61,11 @@ class Bucket(ABC):
     def written_at(self, key: str) -> int | None:
         """The exact write time of one object (UTC ms), or None if absent; the default trusts the listing."""
         return next((written for found, written in self.iter_keys(key) if found == key), None)
+
+    def get_range(self, key: str, start: int, length: int) -> bytes | None:
+        """``length`` bytes of one object from offset ``start`` (None: no such object); the default reads it all."""
+        found = self.get_many([key]).get(key)
+        return None if found is None else found[start : start + length]
 
     @abstractmethod
     def read(self, key: str) -> tuple[bytes, str] | None:
@@ -104,6 +113,14 @@ class DirBucket(Bucket):
 
     def exists_many(self, keys: Iterable[str]) -> set[str]:
         return {key for key in keys if self._path(key).is_file()}
+
+    def get_range(self, key: str, start: int, length: int) -> bytes | None:
+        try:
+            with open(self._path(key), "rb") as fp:
+                fp.seek(start)
+                return fp.read(length)
+        except FileNotFoundError:
+            return None
 
     def put_many(self, objects: Mapping[str, bytes]) -> None:
         items = list(objects.items())
@@ -176,10 +193,15 @@ class S3Bucket(Bucket):
     Credentials come from boto3's usual chain (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, profiles, instance
     roles); ``?endpoint=http://host:port`` in the URL names an S3-compatible server, ``?region=`` a region.
     Compare-and-swap uses conditional writes (``If-Match`` / ``If-None-Match: *``).
+
+    Transient failures (5xx, throttling, connections refused, reset or timing out) are retried by ``retry``
+    (default :data:`S3_RETRY`) through the circuit breaker ``s3:<endpoint>/<bucket>`` (:mod:`engram.breakers`):
+    after repeated failures requests fail at once with an :class:`~engram.errors.UnavailableError`.
     """
 
     def __init__(self, bucket: str, prefix: str = "", *, endpoint: str | None = None, region: str | None = None,
-                 client: Any = None) -> None:  # fmt: skip
+                 client: Any = None, retry: RetryPolicy | None = None,
+                 breaker: CircuitBreaker | None = None) -> None:  # fmt: skip
         try:
             import boto3
             from botocore.config import Config
@@ -189,12 +211,15 @@ class S3Bucket(Bucket):
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
         query = "" if endpoint is None else f"?endpoint={endpoint}"
         self.url = f"s3://{bucket}/{self.prefix}{query}"
-        config = Config(retries={"max_attempts": 3, "mode": "standard"}, max_pool_connections=WORKERS + 4,
+        # botocore does not retry: retry_call does, so that the breaker sees every attempt
+        config = Config(retries={"max_attempts": 1, "mode": "standard"}, max_pool_connections=WORKERS + 4,
                         connect_timeout=5, read_timeout=30)  # fmt: skip
         self.client = client or boto3.client("s3", endpoint_url=endpoint, region_name=region or "us-east-1",
                                              config=config)  # fmt: skip
         self._pool = ThreadPoolExecutor(WORKERS)
         self.precision_ms = 1000
+        self.retry = retry or S3_RETRY
+        self.breaker = breaker or shared_breaker(f"s3:{endpoint or 'aws'}/{bucket}")
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -203,7 +228,8 @@ class S3Bucket(Bucket):
         from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
         try:
-            return fn(Bucket=self.bucket, **kwargs)
+            return retry_call(lambda: fn(Bucket=self.bucket, **kwargs), transient=s3_transient, policy=self.retry,
+                              breaker=self.breaker, what=f"S3 {what} on {self.url}")  # fmt: skip
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "")
             if code in ("NoSuchKey", "404", "NotFound", "PreconditionFailed", "412", "ConditionalRequestConflict"):
@@ -249,6 +275,21 @@ class S3Bucket(Bucket):
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
         wanted = list(keys)
         return {key: got[0] for key, got in zip(wanted, self._pool.map(self._get, wanted), strict=True) if got}
+
+    def get_range(self, key: str, start: int, length: int) -> bytes | None:
+        from botocore.exceptions import ClientError
+
+        if length <= 0:
+            return b"" if self._head(key) is not None else None
+        try:
+            answer = self._call("get", self.client.get_object, Key=self.prefix + key,
+                                Range=f"bytes={start}-{start + length - 1}")  # fmt: skip
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+                return None
+            raise  # pragma: no cover - _call re-raises only these codes
+        data: bytes = answer["Body"].read()
+        return data
 
     def exists_many(self, keys: Iterable[str]) -> set[str]:
         wanted = list(keys)

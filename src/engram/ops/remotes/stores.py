@@ -2,7 +2,9 @@
 
 Layout (the same in a folder and in S3)::
 
-    chunks/<first 2 hex>/<40 hex>       one object per chunk, its bytes as stored locally
+    packs/<40 hex>.pack                 many chunks back to back (a write of PACK_MIN chunks or more)
+    packs/<40 hex>.idx                  its index: id, offset and length of each chunk, and the write time
+    chunks/<first 2 hex>/<40 hex>       one object per chunk ("loose": a write of a few chunks)
     refs/<ref name, %-quoted>           a ref: the hex id it points at
     reflog/<20-digit ns>-<random>       one JSON object per ref change
 
@@ -13,11 +15,15 @@ A remote passes the storage contract suites (:mod:`engram.testing`) like every l
 from __future__ import annotations
 
 import builtins
+import hashlib
 import json
 import os
+import struct
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
@@ -27,16 +33,33 @@ from engram.hashing import ID_SIZE, ChunkId
 from engram.ops.remotes.buckets import Bucket, open_bucket
 
 CHUNKS = "chunks/"
+PACKS = "packs/"
 REFS = "refs/"
 REFLOG = "reflog/"
-#: From this many ids on, ``has_many`` lists the remote's chunks once instead of asking about each id.
-LIST_THRESHOLD = 256
-#: Seconds a listing of the remote's chunks answers ``has_many`` for.
+#: Up to this many ids, ``has_many`` asks about each one (when no listing is at hand) instead of listing.
+HEAD_MAX = 8
+#: Seconds a listing of the remote's loose chunks and packs answers ``has_many`` for.
 LISTING_TTL = 60.0
+#: From this many chunks on, a write is packs (one object of chunks plus its index) instead of one object each.
+PACK_MIN = 16
+#: Bytes of chunks in one pack at most; larger writes make several packs, written in parallel.
+PACK_BYTES = 8 << 20
+#: A read that wants at least this share of a pack's bytes reads the whole pack, else byte ranges of it.
+FULL_READ_SHARE = 0.25
+#: Gaps up to this many bytes between wanted chunks of a pack are read through (one ranged request).
+RANGE_GAP = 64 << 10
+#: Bytes of whole packs kept after a read: a walk asks for one pack's chunks over several batches.
+PACK_CACHE_BYTES = 128 << 20
+#: Parallel requests of one read.
+READERS = 16
+
+_IDX_HEAD = struct.Struct(">4sqI")  # magic, written (UTC ms), entries
+_IDX_ENTRY = struct.Struct(f">{ID_SIZE}sQI")  # chunk id, offset, length
+_IDX_MAGIC = b"EPK1"
 
 
 def chunk_key(cid: ChunkId) -> str:
-    """The object key of a chunk."""
+    """The object key of a loose chunk."""
     text = cid.hex()
     return f"{CHUNKS}{text[:2]}/{text}"
 
@@ -50,62 +73,298 @@ def _chunk_of(key: str) -> ChunkId | None:
     return cid if len(cid) == ID_SIZE else None
 
 
-class BucketChunkStore(ChunkStore):
-    """Chunks as objects of a bucket (``put_many`` is idempotent; a re-put renews the write time)."""
+@dataclass(frozen=True)
+class Pack:
+    """One pack: ``<name>.pack`` (chunks back to back) and ``<name>.idx`` (id, offset, length of each, and the
+    write time), written in that order, so a pack is visible only once complete."""
 
-    def __init__(self, bucket: Bucket) -> None:
+    name: str
+    written: int
+    entries: dict[ChunkId, tuple[int, int]]
+
+    @property
+    def size(self) -> int:
+        """Bytes of the pack object."""
+        return sum(length for _, length in self.entries.values())
+
+    def encode_index(self) -> bytes:
+        """The index object's bytes."""
+        head = _IDX_HEAD.pack(_IDX_MAGIC, self.written, len(self.entries))
+        return head + b"".join(_IDX_ENTRY.pack(cid, at, n) for cid, (at, n) in self.entries.items())
+
+
+def decode_index(name: str, data: bytes) -> Pack:
+    """A pack from its index object (a damaged index is a :class:`StorageError`)."""
+    try:
+        magic, written, count = _IDX_HEAD.unpack_from(data)
+        if magic != _IDX_MAGIC or len(data) != _IDX_HEAD.size + count * _IDX_ENTRY.size:
+            raise ValueError("bad header or size")
+        entries = {
+            cid: (at, n) for cid, at, n in _IDX_ENTRY.iter_unpack(data[_IDX_HEAD.size :])
+        }  # fmt: skip
+    except (struct.error, ValueError) as exc:
+        raise StorageError(f"the index of pack {name} on the remote is damaged ({exc})") from None
+    return Pack(name, written, entries)
+
+
+def make_packs(items: list[tuple[ChunkId, bytes]], written: int, limit: int = PACK_BYTES) -> list[tuple[Pack, bytes]]:
+    """Chunks cut into packs of at most ``limit`` bytes (in the order given: a walk reads them back in that
+    order), each named by the hash of its ids, so writing the same chunks again rewrites the same pack."""
+    packs: list[tuple[Pack, bytes]] = []
+    run: list[tuple[ChunkId, bytes]] = []
+    size = 0
+    for cid, data in [*items, (b"", b"")]:
+        if run and (not cid or size + len(data) > limit):
+            name = PACKS + hashlib.blake2b(b"".join(c for c, _ in run), digest_size=20).hexdigest()
+            entries: dict[ChunkId, tuple[int, int]] = {}
+            at = 0
+            for one, body in run:
+                entries[one] = (at, len(body))
+                at += len(body)
+            packs.append((Pack(name, written, entries), b"".join(body for _, body in run)))
+            run, size = [], 0
+        if cid:
+            run.append((cid, data))
+            size += len(data)
+    return packs
+
+
+class BucketChunkStore(ChunkStore):
+    """Chunks in a bucket: a write of many chunks is packs, a write of a few is one object per chunk ("loose").
+
+    ``put_many`` is idempotent, and a re-put renews the write time. A chunk in several places (loose and in a
+    pack, or in two packs) counts as written at its newest copy. Deleting a chunk that shares a pack with kept
+    ones rewrites the pack without it (the new pack first, then the old one is removed).
+    """
+
+    def __init__(self, bucket: Bucket, *, pack_bytes: int = PACK_BYTES) -> None:
         self.bucket = bucket
-        self._listed: set[ChunkId] | None = None  # the last full listing, reused for LISTING_TTL seconds
+        self.pack_bytes = pack_bytes
+        self._listed: set[ChunkId] | None = None  # loose chunks, from a listing reused for LISTING_TTL seconds
         self._listed_at = 0.0
-        self._listing = threading.Lock()
+        self._packs: dict[str, Pack] | None = None  # every pack, from a listing reused for LISTING_TTL seconds
+        self._where: dict[ChunkId, str] = {}  # chunk id -> a pack holding it
+        self._packs_at = 0.0
+        self._listing = threading.RLock()
+        self._cache: OrderedDict[str, bytes] = OrderedDict()  # whole packs read lately
+        self._cached = 0
+
+    # ---------------------------------------------------------------- listings
 
     def _present(self) -> set[ChunkId]:
-        """Every chunk id on the remote, from a listing at most LISTING_TTL seconds old (a listing is one request
-        per 1,000 chunks, parsed in Python: a copy's successive questions share one). Chunks only disappear in a
-        sweep, which must not run during a copy."""
+        """Every loose chunk id on the remote, from a listing at most LISTING_TTL seconds old (a listing is one
+        request per 1,000 objects: a copy's successive questions share one). Chunks only disappear in a sweep,
+        which must not run during a copy."""
         with self._listing:
             if self._listed is None or time.monotonic() - self._listed_at > LISTING_TTL:
-                self._listed = set(self.iter_ids())
+                self._listed = {cid for key, _ in self.bucket.iter_keys(CHUNKS) if (cid := _chunk_of(key))}
                 self._listed_at = time.monotonic()
             return self._listed
 
+    def _index(self, refresh: bool = False) -> tuple[dict[str, Pack], dict[ChunkId, str]]:
+        """Every pack on the remote and where each packed chunk is; index objects never change, so only those
+        of packs new since the last listing are read."""
+        with self._listing:
+            if self._packs is None or refresh or time.monotonic() - self._packs_at > LISTING_TTL:
+                names = [key.removesuffix(".idx") for key, _ in self.bucket.iter_keys(PACKS) if key.endswith(".idx")]
+                known = self._packs or {}
+                fresh = [name for name in names if name not in known]
+                found = self.bucket.get_many(name + ".idx" for name in fresh)
+                packs = {name: known[name] for name in names if name in known}
+                packs.update({name: decode_index(name, found[name + ".idx"]) for name in fresh
+                              if name + ".idx" in found})  # fmt: skip
+                self._set_packs(packs)
+            assert self._packs is not None
+            return self._packs, self._where
+
+    def _set_packs(self, packs: dict[str, Pack]) -> None:
+        self._packs = packs
+        self._packs_at = time.monotonic()
+        self._where = {cid: name for name, pack in sorted(packs.items(), key=lambda p: p[1].written)
+                       for cid in pack.entries}  # fmt: skip
+
+    # ------------------------------------------------------------------ reads
+
     def get_many(self, ids: Iterable[ChunkId]) -> dict[ChunkId, bytes]:
-        wanted = {chunk_key(cid): cid for cid in ids}
-        return {wanted[key]: data for key, data in self.bucket.get_many(wanted).items()}
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return {}
+        packs, where = self._index()
+        found = self._read_packed([cid for cid in wanted if cid in where], packs, where)
+        rest = {chunk_key(cid): cid for cid in wanted if cid not in found}
+        if rest:
+            found.update({rest[key]: data for key, data in self.bucket.get_many(rest).items()})
+            still = [cid for cid in rest.values() if cid not in found]
+            if still:  # packed by another process since our listing, or repacked by a sweep
+                packs, where = self._index(refresh=True)
+                found.update(self._read_packed([cid for cid in still if cid in where], packs, where))
+        return found
+
+    def _read_packed(
+        self, ids: list[ChunkId], packs: dict[str, Pack], where: dict[ChunkId, str]
+    ) -> dict[ChunkId, bytes]:
+        by_pack: dict[str, list[ChunkId]] = {}
+        for cid in ids:
+            by_pack.setdefault(where[cid], []).append(cid)
+        found: dict[ChunkId, bytes] = {}
+        reads: list[tuple[str, int, int, list[ChunkId]]] = []  # (pack, start, length (-1: whole), chunks)
+        for name, cids in by_pack.items():
+            pack = packs[name]
+            with self._listing:
+                whole = self._cache.get(name)
+                if whole is not None:
+                    self._cache.move_to_end(name)
+            if whole is not None:
+                found.update(_slice(pack, whole, 0, cids))
+                continue
+            if sum(pack.entries[cid][1] for cid in cids) >= pack.size * FULL_READ_SHARE:
+                reads.append((name, 0, -1, cids))
+                continue
+            spans = sorted(cids, key=lambda cid: pack.entries[cid][0])
+            start, end = -1, -1
+            group: list[ChunkId] = []
+            for cid in spans:
+                at, n = pack.entries[cid]
+                if group and at - end > RANGE_GAP:
+                    reads.append((name, start, end - start, group))
+                    group = []
+                if not group:
+                    start = at
+                group.append(cid)
+                end = max(end, at + n) if len(group) > 1 else at + n
+            reads.append((name, start, end - start, group))
+        for (name, start, _, cids), data in zip(reads, _readers().map(self._fetch, reads), strict=True):
+            if data is not None:
+                found.update(_slice(packs[name], data, start, cids))
+        return found
+
+    def _fetch(self, read: tuple[str, int, int, list[ChunkId]]) -> bytes | None:
+        name, start, length, _ = read
+        if length >= 0:
+            return self.bucket.get_range(name + ".pack", start, length)
+        data = self.bucket.get_many([name + ".pack"]).get(name + ".pack")
+        if data is not None and len(data) <= PACK_CACHE_BYTES:
+            with self._listing:
+                if name not in self._cache:
+                    self._cache[name] = data
+                    self._cached += len(data)
+                while self._cached > PACK_CACHE_BYTES:
+                    self._cached -= len(self._cache.popitem(last=False)[1])
+        return data
+
+    def locate(self, cid: ChunkId) -> tuple[str, int, int] | None:
+        """Where a chunk is stored: (object key, offset, length) in a pack, or its loose object's key with
+        offset 0 and length -1; None when the remote does not have it."""
+        _, where = self._index(refresh=True)
+        if cid in where:
+            name = where[cid]
+            at, n = self._index()[0][name].entries[cid]
+            return name + ".pack", at, n
+        return (chunk_key(cid), 0, -1) if self.bucket.exists_many([chunk_key(cid)]) else None
 
     def has_many(self, ids: Iterable[ChunkId]) -> set[ChunkId]:
         wanted = set(ids)
-        if len(wanted) >= LIST_THRESHOLD:
-            return wanted - self._present()
-        present = self.bucket.exists_many(chunk_key(cid) for cid in wanted)
-        return {cid for cid in wanted if chunk_key(cid) not in present}
+        if not wanted:
+            return set()
+        _, where = self._index()
+        rest = {cid for cid in wanted if cid not in where}
+        if not rest:
+            return set()
+        if len(rest) <= HEAD_MAX and self._listed is None:
+            present = self.bucket.exists_many(chunk_key(cid) for cid in rest)
+            return {cid for cid in rest if chunk_key(cid) not in present}
+        return rest - self._present()
+
+    # ----------------------------------------------------------------- writes
 
     def put_many(self, chunks: Mapping[ChunkId, bytes]) -> None:
-        self.bucket.put_many({chunk_key(cid): data for cid, data in chunks.items()})
+        items = list(chunks.items())
+        if len(items) < PACK_MIN:
+            self.bucket.put_many({chunk_key(cid): data for cid, data in items})
+            with self._listing:
+                if self._listed is not None:
+                    self._listed.update(chunks)
+            return
+        self._write_packs(make_packs(items, now_ms(), self.pack_bytes))
+
+    def _write_packs(self, packs: list[tuple[Pack, bytes]]) -> None:
+        self.bucket.put_many({pack.name + ".pack": data for pack, data in packs})
+        self.bucket.put_many({pack.name + ".idx": pack.encode_index() for pack, _ in packs})  # visible from now
         with self._listing:
-            if self._listed is not None:
-                self._listed.update(chunks)
+            if self._packs is not None:
+                self._set_packs({**self._packs, **{pack.name: pack for pack, _ in packs}})
 
     def iter_ids(
         self, start: ChunkId | None = None, end: ChunkId | None = None, *, written_before: int | None = None
     ) -> Iterator[ChunkId]:
+        def inside(cid: ChunkId) -> bool:
+            return (start is None or cid >= start) and (end is None or cid < end)
+
+        ids: set[ChunkId] = set()
+        young: set[ChunkId] = set()  # written at or after written_before, in some copy
         for key, written in self.bucket.iter_keys(CHUNKS):
             cid = _chunk_of(key)
-            if cid is None or (start is not None and cid < start) or (end is not None and cid >= end):
+            if cid is None or not inside(cid):
                 continue
+            ids.add(cid)
             if written_before is not None and written > written_before - self.bucket.precision_ms:
                 exact = written if written >= written_before else self.bucket.written_at(key)
                 if exact is None or exact >= written_before:
-                    continue
-            yield cid
+                    young.add(cid)
+        packs, _ = self._index(refresh=True)
+        for pack in packs.values():
+            for cid in pack.entries:
+                if inside(cid):
+                    ids.add(cid)
+                    if written_before is not None and pack.written >= written_before:
+                        young.add(cid)
+        yield from sorted(ids - young)
 
     def delete_many(self, ids: Iterable[ChunkId]) -> None:
+        doomed = set(ids)
         with self._listing:
             self._listed = None
-        self.bucket.delete_many(chunk_key(cid) for cid in ids)
+        self.bucket.delete_many(chunk_key(cid) for cid in doomed)
+        packs, _ = self._index(refresh=True)
+        for name, pack in list(packs.items()):
+            if doomed.isdisjoint(pack.entries):
+                continue
+            kept = [cid for cid in pack.entries if cid not in doomed]
+            if kept:  # the kept chunks go to a new pack first: an interruption leaves copies, never a loss
+                data = self._read_packed(kept, {name: pack}, dict.fromkeys(kept, name))
+                if len(data) != len(kept):
+                    raise StorageError(f"pack {name} on the remote is damaged: cannot rewrite it without deletions")
+                self._write_packs(make_packs([(cid, data[cid]) for cid in kept], pack.written, self.pack_bytes))
+            self.bucket.delete_many([name + ".idx", name + ".pack"])
+            with self._listing:
+                self._cached -= len(self._cache.pop(name, b""))
+        self._index(refresh=True)
 
     def close(self) -> None:
         self.bucket.close()
+
+
+_READERS: list[ThreadPoolExecutor] = []
+_READERS_LOCK = threading.Lock()
+
+
+def _readers() -> ThreadPoolExecutor:
+    """The threads that read packs, shared by every remote of the process (started on first use)."""
+    with _READERS_LOCK:
+        if not _READERS:
+            _READERS.append(ThreadPoolExecutor(READERS, thread_name_prefix="engram-remote-read"))
+        return _READERS[0]
+
+
+def _slice(pack: Pack, data: bytes, start: int, cids: list[ChunkId]) -> dict[ChunkId, bytes]:
+    """The chunks ``cids`` out of the bytes of ``pack`` read from offset ``start``."""
+    found: dict[ChunkId, bytes] = {}
+    for cid in cids:
+        at, n = pack.entries[cid]
+        piece = data[at - start : at - start + n]
+        if len(piece) == n:
+            found[cid] = piece
+    return found
 
 
 def _ref_key(name: str) -> str:

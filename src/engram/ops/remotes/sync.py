@@ -3,11 +3,11 @@
 The same copy serves ``push`` (local -> remote), ``fetch`` and ``clone`` (remote -> local), backups and
 restores. It walks down from the refs being sent and stops at every tree node the receiving side already has,
 so a second push after a small change copies a few chunks, not the store. That stop is sound because every
-copy writes tree levels bottom up and commits after all nodes: a node that is there has everything under it
-there, even after an interrupted copy. Commits are written together (one parallel batch), so the walk follows a
-present commit's parents back to the commits the receiving side is known to have (its refs' values), reading a
-run of commits ahead to ask about them at once. ``thorough=True`` walks everything instead and checks each chunk
-(for a receiving side whose chunks were deleted by hand).
+copy writes tree levels bottom up (the batches of one level at once) and commits after all nodes: a node that
+is there has everything under it there, even after an interrupted copy. Commits are written together (one
+parallel batch), so the walk follows a present commit's parents back to the commits the receiving side is known
+to have (its refs' values), reading a run of commits ahead to ask about them at once. ``thorough=True`` walks
+everything instead and checks each chunk (for a receiving side whose chunks were deleted by hand).
 
 Refs move last and by compare-and-swap, so an interrupted copy leaves the receiving side as it was plus
 unreferenced chunks (which a later copy reuses and a sweep may collect).
@@ -16,6 +16,7 @@ unreferenced chunks (which a later copy reuses and a sweep may collect).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from engram.backends.base import ChunkStore, RefStore
@@ -32,7 +33,9 @@ BATCH = 512
 #: Commits read ahead along a run of new commits, to ask the receiving side about them at once.
 READ_AHEAD = 1_000
 #: Bytes of chunks kept in memory between finding and writing them; past it they are read again.
-HOLD_BYTES = 256 * 1024 * 1024
+HOLD_BYTES = 1024 * 1024 * 1024
+#: Batches of one group written at once (a group's chunks never refer to each other).
+WRITERS = 4
 
 #: ``progress(phase, done, total)``: ``phase`` is "finding" (chunks examined) or "copying" (chunks written).
 Progress = Callable[[str, int, int | None], None]
@@ -188,8 +191,8 @@ def copy_chunks(
     plan = plan_copy(source, target, starts, thorough=thorough, known=known, progress=progress)
     held, total = plan.held, plan.chunks
     report = TransferReport(present=plan.present)
-    batches = [group[i : i + BATCH] for group in plan.groups for i in range(0, len(group), BATCH)]
-    for batch in batches:
+
+    def write(batch: list[ChunkId]) -> int:
         chunks = {cid: held[cid] for cid in batch if cid in held}
         reread = [cid for cid in batch if cid not in held]
         if reread:
@@ -198,11 +201,17 @@ def copy_chunks(
             if lost:
                 raise ChunkNotFoundError(f"chunk {lost[0]} vanished from the sending side during the copy")
             chunks.update(found)
-        target.put_many({cid: chunks[cid] for cid in batch})  # returns when durable: the next group may start
-        report.chunks += len(batch)
-        report.bytes += sum(len(chunks[cid]) for cid in batch)
-        if progress is not None:
-            progress("copying", report.chunks, total)
+        target.put_many({cid: chunks[cid] for cid in batch})  # returns when durable
+        return sum(len(chunks[cid]) for cid in batch)
+
+    with ThreadPoolExecutor(WRITERS, thread_name_prefix="engram-copy") as pool:
+        for group in plan.groups:  # one group after the other: children before parents
+            batches = [group[i : i + BATCH] for i in range(0, len(group), BATCH)]
+            for batch, size in zip(batches, pool.map(write, batches), strict=True):  # a group's batches at once
+                report.chunks += len(batch)
+                report.bytes += size
+                if progress is not None:
+                    progress("copying", report.chunks, total)
     return report
 
 

@@ -1,0 +1,131 @@
+"""Metric primitives every layer may record into (issue #15): one Prometheus registry for the whole process.
+
+This is a base-layer module (it imports nothing of engram), so the storage wrappers, the repository and the
+memory API record here without importing :mod:`engram.ops`; :mod:`engram.ops.metrics` adds what is computed
+when scraped (index lag, breaker states, readiness, disk) and exposes the registry. Everything is on
+prometheus-client's default registry, where the memory writer's metrics (:mod:`engram.writer.metrics`) are
+too, so one scrape returns all of them.
+
+Recording costs one histogram observation per storage call (a few µs): label values are bound once per store
+(see :class:`StorageMeter`), never looked up per operation.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client.registry import REGISTRY, CollectorRegistry
+
+T = TypeVar("T")
+
+#: Buckets of storage operations and searches, in seconds: 50 µs to 10 s.
+LATENCY_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                   2.5, 5.0, 10.0)  # fmt: skip
+
+STORAGE_ERRORS = Counter(
+    "engram_storage_errors", "Storage operations that raised, by operation and backend.", ["operation", "backend"]
+)
+#: Its ``_count`` is the number of operations (no separate counter: one update less per operation).
+STORAGE_SECONDS = Histogram(
+    "engram_storage_operation_duration_seconds",
+    "Duration of storage operations by operation and backend (_count: how many ran).",
+    ["operation", "backend"],
+    buckets=LATENCY_BUCKETS,
+)
+CHUNKS_WRITTEN = Counter("engram_chunks_written", "Chunks written to a backend (put_many).", ["backend"])
+BYTES_WRITTEN = Counter("engram_chunk_bytes_written", "Bytes of chunks written to a backend.", ["backend"])
+COMMITS = Counter("engram_commits", "Commits written (every commit object a repository stores).")
+CACHE_LOOKUPS = Counter("engram_cache_lookups", "Entries asked of a cache (lru, redis, query ...).", ["cache"])
+CACHE_MISSES = Counter("engram_cache_misses", "Entries a cache did not hold (hit ratio: 1 - misses/lookups).",
+                       ["cache"])  # fmt: skip
+SEARCH_SECONDS = Histogram(
+    "engram_search_duration_seconds", "Search latency by the mode that ran.", ["mode"], buckets=LATENCY_BUCKETS
+)
+TENANTS_OPEN = Gauge("engram_tenants_open", "Tenant stores open in this process's tenant pools.")
+LAST_BACKUP = Gauge(
+    "engram_last_backup_success_timestamp_seconds",
+    "When the last backup to each remote succeeded (Unix time); absent until one did.",
+    ["remote"],
+)
+
+
+def registry() -> CollectorRegistry:
+    """The registry every engram metric is on (prometheus-client's default one)."""
+    return REGISTRY
+
+
+class StorageMeter:
+    """Records one backend's operations: counts, errors and durations, label values bound once.
+
+    Args:
+        backend: the ``backend`` label (``sqlite``, ``postgres``, ``memory``, ``redis`` ...).
+        operations: the operations this meter records (the ``operation`` label).
+    """
+
+    def __init__(self, backend: str, operations: tuple[str, ...]) -> None:
+        self.backend = backend
+        self._bound = {op: (STORAGE_ERRORS.labels(op, backend), STORAGE_SECONDS.labels(op, backend))
+                       for op in operations}  # fmt: skip
+        self._chunks = CHUNKS_WRITTEN.labels(backend)
+        self._bytes = BYTES_WRITTEN.labels(backend)
+
+    def run(self, operation: str, call: Callable[[], T]) -> T:
+        """Run ``call`` as one ``operation``: timed (and so counted), and counted as an error when it raises."""
+        errors, seconds = self._bound[operation]
+        started = time.perf_counter()
+        try:
+            return call()
+        except BaseException:
+            errors.inc()
+            raise
+        finally:
+            seconds.observe(time.perf_counter() - started)
+
+    def written(self, chunks: int, size: int) -> None:
+        """Note ``chunks`` chunks of ``size`` bytes in total written."""
+        self._chunks.inc(chunks)
+        self._bytes.inc(size)
+
+
+def cache_lookups(cache: str, lookups: int, misses: int) -> None:
+    """Note ``lookups`` entries asked of ``cache``, ``misses`` of which it did not hold."""
+    if lookups:
+        CACHE_LOOKUPS.labels(cache).inc(lookups)
+    if misses:
+        CACHE_MISSES.labels(cache).inc(misses)
+
+
+def commit_written() -> None:
+    """Note one commit written."""
+    COMMITS.inc()
+
+
+def search_done(mode: str, seconds: float) -> None:
+    """Note a search of ``mode`` (the mode that ran) that took ``seconds``."""
+    SEARCH_SECONDS.labels(mode).observe(seconds)
+
+
+def tenants_opened(change: int) -> None:
+    """Note tenant stores opened (positive ``change``) or closed (negative)."""
+    TENANTS_OPEN.inc(change)
+
+
+def backup_succeeded(remote: str, when: float | None = None) -> None:
+    """Note a successful backup to ``remote`` (its URL; the query part, options such as an endpoint, is left
+    out of the label) at Unix time ``when`` (default: now)."""
+    LAST_BACKUP.labels(remote.split("?", 1)[0]).set(time.time() if when is None else when)
+
+
+__all__ = [
+    "LATENCY_BUCKETS",
+    "StorageMeter",
+    "backup_succeeded",
+    "cache_lookups",
+    "commit_written",
+    "registry",
+    "search_done",
+    "tenants_opened",
+]

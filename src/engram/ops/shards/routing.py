@@ -1,0 +1,292 @@
+"""Routing rules within a tenant: one tenant's memories split over several repositories, each on its shard.
+
+A :class:`RoutingRule` maps an item to a routing key: its memory type (a namespace label, :func:`by_type`), the
+month it was created in (:func:`by_month`), or a hash of its identity (namespace and key, :func:`by_hash`). Each
+key is a repository of its own, named ``<tenant>__<key>``, placed by the shard map like any tenant (so the keys
+of one tenant spread over the shards). :class:`RoutedMemory` writes each item to its key's repository and runs
+reads over all of them in parallel:
+
+- **search** asks every repository (or, with :func:`by_type` and a namespace prefix that names the type, just
+  one) for its first ``offset + limit`` results and merges them in the one ranking's order: score descending,
+  then newest first, then by namespace and key, the order one repository gives its own results. Scores are
+  absolute (``engram.index.ranking``), so semantic scores, confidence and recency are the same wherever an item
+  lives. Keyword scores use each repository's own BM25 statistics (document frequencies, average length), so the
+  merged keyword order is close to one repository's, not equal (12 monthly repositories: 84 % of the top 10 in
+  common, benchmarks/RESULTS.md). The trade-off is deliberate: global statistics would cost every search a round
+  trip to every repository before it can score.
+- a **tag across shards** (:meth:`RoutedMemory.tag`) tags every repository of the tenant; :meth:`RoutedMemory.at`
+  reads them all at that tag (a repository created after the tag held nothing then, and is skipped).
+
+The cost: a commit no longer spans the tenant (a write, a revert or a merge is per repository), and ``get`` under
+:func:`by_month` asks every repository (the month an item was created in is not in its address).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from engram import codec
+from engram.backends.base import now_ms
+from engram.errors import InvalidInputError, RefNotFoundError
+from engram.objects import Commit
+from engram.ops.shards.router import ShardRouter
+from engram.store import Memory
+from engram.store.item import Item, SearchItem, SearchResults
+from engram.store.ops import Mode
+from engram.store.ranking import Profile
+from engram.store.view import View
+
+_SAFE = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
+#: Repositories searched at once.
+WORKERS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingRule:
+    """How items map to routing keys: ``kind`` is ``type`` (namespace label ``level``), ``month`` (of
+    ``created_at``, UTC) or ``hash`` (of namespace and key, into ``buckets`` keys)."""
+
+    kind: str
+    level: int = 0
+    buckets: int = 16
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("type", "month", "hash"):
+            raise InvalidInputError(f"unknown routing rule {self.kind!r}: use type, month or hash")
+        if self.level < 0 or self.buckets < 1:
+            raise InvalidInputError("a routing rule's level is >= 0 and its buckets >= 1")
+
+    def key(self, namespace: Sequence[str], key: str, created_ms: int) -> str:
+        """The routing key of an item (``created_ms``: when it was, or will be, created)."""
+        if self.kind == "type":
+            if len(namespace) <= self.level:
+                raise InvalidInputError(
+                    f"routing by memory type needs namespaces of at least {self.level + 1} label(s), got {namespace!r}"
+                )
+            label = namespace[self.level]
+            return label if _SAFE.match(label) else "t" + hashlib.blake2b(label.encode(), digest_size=6).hexdigest()
+        if self.kind == "month":
+            return datetime.fromtimestamp(created_ms / 1000, UTC).strftime("%Y-%m")
+        digest = hashlib.blake2b(codec.encode_key(tuple(namespace), key), digest_size=8).digest()
+        return f"h{int.from_bytes(digest, 'big') % self.buckets:03d}"
+
+    def keys_for(self, prefix: Sequence[str]) -> str | None:
+        """The one routing key every item under ``prefix`` has, when the rule tells (else None: all of them)."""
+        if self.kind == "type" and len(prefix) > self.level:
+            return self.key(prefix, "", 0)
+        return None
+
+    @property
+    def addressed(self) -> bool:
+        """True when an item's address (namespace, key) alone gives its routing key."""
+        return self.kind != "month"
+
+
+def by_type(level: int = 0) -> RoutingRule:
+    """Route by memory type: the namespace label at ``level`` (``("facts", "alice")`` -> ``facts``)."""
+    return RoutingRule("type", level=level)
+
+
+def by_month() -> RoutingRule:
+    """Route by the month an item was created in (UTC): ``2026-11``."""
+    return RoutingRule("month")
+
+
+def by_hash(buckets: int = 16) -> RoutingRule:
+    """Route by a hash of the item's namespace and key into ``buckets`` repositories."""
+    return RoutingRule("hash", buckets=buckets)
+
+
+def merge(results: Sequence[SearchResults], offset: int, limit: int) -> SearchResults:
+    """Merge per-repository results (each holding its first ``offset + limit``) into the page one repository
+    would return: score descending (listings: newest first), then newest first, then namespace and key."""
+
+    def order(item: SearchItem) -> tuple[float, float, bytes]:
+        score = -item.score if item.score is not None else 0.0
+        return (score, -item.updated_at.timestamp(), codec.encode_key(item.namespace, item.key))
+
+    items = sorted((item for found in results for item in found), key=order)
+    first = next((found for found in results if found), results[0] if results else None)
+    mode, requested = (first.mode, first.requested_mode) if first is not None else ("list", "list")
+    degraded = next((found.degraded for found in results if found.degraded), None)
+    return SearchResults(items[offset : offset + limit], mode, requested, degraded)
+
+
+class _Reads:
+    """Reads fanned out over the repositories of a tenant (live ones, or views at a tag)."""
+
+    rule: RoutingRule
+    _executor: ThreadPoolExecutor
+
+    def _readers(self, only: str | None = None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def get(self, namespace: Sequence[str], key: str) -> Item | None:
+        """The item at (namespace, key), from the repository its routing key names (under :func:`by_month`,
+        from whichever holds it)."""
+        readers = self._readers(self.rule.key(namespace, key, 0) if self.rule.addressed else None)
+        found = [item for item in self._each(readers, lambda r: r.get(namespace, key)) if item is not None]
+        return max(found, key=lambda item: item.updated_at) if found else None
+
+    def search(
+        self, namespace_prefix: Sequence[str] = (), /, query: str | None = None, *,
+        filter: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0, mode: Mode | None = None,
+        profile: str | Profile = "similarity", explain: bool = False, min_score: float | None = None,
+    ) -> SearchResults:  # fmt: skip
+        """Search every repository of the tenant at once and merge (see the module docstring)."""
+        if not isinstance(limit, int) or not isinstance(offset, int) or limit < 0 or offset < 0:
+            raise InvalidInputError("limit and offset are non-negative integers")
+        readers = self._readers(self.rule.keys_for(namespace_prefix))
+
+        def one(reader: Any) -> SearchResults:
+            found: SearchResults = reader.search(
+                namespace_prefix, query, filter=filter, limit=offset + limit, offset=0, mode=mode, profile=profile,
+                explain=explain, min_score=min_score,
+            )  # fmt: skip
+            return found
+
+        return merge(self._each(readers, one), offset, limit)
+
+    def _each(self, readers: dict[str, Any], work: Callable[[Any], Any]) -> list[Any]:
+        if len(readers) <= 1:
+            return [work(reader) for reader in readers.values()]
+        return list(self._executor.map(work, readers.values()))
+
+
+class RoutedMemory(_Reads):
+    """One tenant's memories split over repositories by a :class:`RoutingRule` (see the module docstring).
+
+    Args:
+        router: the shard router placing each routing key's repository.
+        tenant: the tenant (letters, digits, '-' and '_').
+        rule: how items map to routing keys.
+        workers: repositories read at once.
+        options: passed to :func:`engram.open` for every repository (``embedder``, ``author`` ...).
+
+    Examples:
+        >>> mem = RoutedMemory(router, "acme", by_month(), embedder="hashing")
+        >>> mem.put(("notes",), "n1", {"text": "hello"})
+    """
+
+    def __init__(
+        self, router: ShardRouter, tenant: str, rule: RoutingRule, *, workers: int = WORKERS, **options: Any
+    ) -> None:
+        if not tenant or not all(ch.isalnum() or ch in "-_" for ch in tenant):
+            raise InvalidInputError(f"invalid tenant name {tenant!r}: use letters, digits, '-' and '_'")
+        self.router = router
+        self.tenant = tenant
+        self.rule = rule
+        self.options = options
+        self._open: dict[str, Memory] = {}
+        self._known: set[str] = set()
+        self._lock = threading.Lock()
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"engram-routed-{tenant}")
+
+    def repository(self, key: str) -> str:
+        """The repository (tenant name in the shard map) of routing key ``key``."""
+        return f"{self.tenant}__{key}"
+
+    def routing_keys(self) -> list[str]:
+        """The routing keys this tenant has repositories for, sorted."""
+        return self.router.catalog.routing_keys(self.tenant)
+
+    def memory(self, key: str) -> Memory:
+        """The open store of routing key ``key`` (reopened when its repository moved to another shard)."""
+        with self._lock:  # one opener at a time: two threads never open (and then close) the same store
+            found = self._open.get(key)
+            if found is not None and self.router.current(self.repository(key), found):
+                return found
+            opened = self.router.open(self.repository(key), **self.options)
+            self._open[key] = opened
+        if found is not None:
+            found.close()  # its repository moved to another shard
+        return opened
+
+    def _readers(self, only: str | None = None) -> dict[str, Any]:
+        keys = [only] if only is not None else self.routing_keys()
+        known = set(self.routing_keys()) if only is not None else set(keys)
+        return {key: self.memory(key) for key in keys if key in known}
+
+    def _writer(self, namespace: Sequence[str], key: str) -> Memory:
+        if self.rule.addressed:
+            routing = self.rule.key(namespace, key, 0)
+        else:  # by month: an existing item stays in the repository of the month it was created in
+            holders = [k for k, r in self._readers().items() if r.get(namespace, key) is not None]
+            routing = holders[0] if holders else self.rule.key(namespace, key, now_ms())
+        if routing not in self._known:
+            self.router.catalog.add_routing_key(self.tenant, routing)
+            self._known.add(routing)
+        return self.memory(routing)
+
+    def put(self, namespace: Sequence[str], key: str, value: Mapping[str, Any], **options: Any) -> Commit:
+        """Store an item in its routing key's repository (one commit there); ``options`` as :meth:`Memory.put`."""
+        return self._writer(namespace, key).put(namespace, key, value, **options)
+
+    def delete(self, namespace: Sequence[str], key: str, **options: Any) -> Commit | None:
+        """Delete an item from the repository holding it (None: no repository holds it)."""
+        if self.rule.addressed:
+            return self._writer(namespace, key).delete(namespace, key, **options)
+        for memory in self._readers().values():
+            if memory.get(namespace, key) is not None:
+                deleted: Commit = memory.delete(namespace, key, **options)
+                return deleted
+        return None
+
+    def tag(self, name: str) -> dict[str, str]:
+        """Tag the head of every repository of the tenant ``name`` (a snapshot across shards); returns
+        ``{routing key: commit id}``. Each repository is tagged in turn: writes made meanwhile to a repository
+        not tagged yet are in the snapshot."""
+        tagged: dict[str, str] = {}
+        for key, memory in self._readers().items():
+            memory.tag(name)
+            tagged[key] = memory.head.id.hex()
+        return tagged
+
+    def at(self, ref: str) -> RoutedView:
+        """Read-only views of every repository at ``ref`` (a tag made by :meth:`tag`); repositories without it
+        are skipped (they held nothing then).
+
+        Raises:
+            RefNotFoundError: no repository has ``ref``.
+        """
+        views: dict[str, View] = {}
+        for key, memory in self._readers().items():
+            try:
+                views[key] = memory.at(ref)
+            except RefNotFoundError:
+                continue
+        if not views and self.routing_keys():
+            raise RefNotFoundError(f"no repository of tenant {self.tenant!r} has {ref!r}")
+        return RoutedView(self.rule, views, self._executor)
+
+    def close(self) -> None:
+        """Close every open repository and the reader threads."""
+        with self._lock:
+            memories, self._open = list(self._open.values()), {}
+        for memory in memories:
+            memory.close()
+        self._executor.shutdown(wait=True)
+
+
+class RoutedView(_Reads):
+    """A tenant's repositories at one tag (see :meth:`RoutedMemory.at`): ``get`` and ``search`` as there."""
+
+    def __init__(self, rule: RoutingRule, views: dict[str, View], executor: ThreadPoolExecutor) -> None:
+        self.rule = rule
+        self.views = views
+        self._executor = executor
+
+    def _readers(self, only: str | None = None) -> dict[str, Any]:
+        if only is None:
+            return dict(self.views)
+        return {only: self.views[only]} if only in self.views else {}
+
+
+__all__ = ["WORKERS", "RoutedMemory", "RoutedView", "RoutingRule", "by_hash", "by_month", "by_type", "merge"]

@@ -1,0 +1,129 @@
+"""Operations routes (issue #15): ``/healthz`` (alive), ``/readyz`` (each component's status and latency) and
+``/metrics`` (Prometheus text format); one library call each (:mod:`engram.ops.health`, :mod:`engram.ops.metrics`).
+
+Auth: ``/healthz`` and ``/readyz`` are open (orchestrators' probes carry no key; they show component status,
+never data). ``/metrics`` follows the rule of the other operator routes (``/v1/gc``, ``/v1/fsck``): on a
+server with API keys it needs a key with the ``admin`` scope and no namespace prefix (the metrics name every
+open tenant); without keys it is open like every route.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+
+from engram.ops import metrics
+from engram.ops.access import LOCAL_TENANT
+from engram.ops.health import TIMEOUT, Readiness, readiness
+from engram.ops.remotes.config import remote_config
+from engram.repo import Repository
+from engram.server import schemas as s
+from engram.server.app import State
+from engram.server.errors import ErrorBody, StrictRoute, error_response
+from engram.store import Memory
+from engram.store.connect import local_file
+
+routes = APIRouter(route_class=StrictRoute, tags=["health"])
+#: Threads that answer readiness probes and scrapes, apart from the request threads (which may all be waiting
+#: on a store that is down).
+_THREADS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="engram-readyz")
+_bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer <API key>")
+_api_key = APIKeyHeader(name="X-API-Key", auto_error=False, description="X-API-Key: <API key>")
+
+
+@dataclass
+class _Ops:
+    """What one app's ops routes share: the target readiness probes (one object, so a hung probe is shared
+    by later checks instead of piling up), and the tracking of its tenants and disk for ``/metrics``."""
+
+    state: State
+
+    def __post_init__(self) -> None:
+        metrics.track_pool(self.state.tenants.pool)
+        path = local_file(self.state.config.store)
+        if path is not None:
+            metrics.track_disk(path.parent)
+
+    def __call__(self) -> Repository | Memory:
+        """The served store (a server without keys), else the base store readiness writes to."""
+        tenants = self.state.tenants
+        if tenants.local:
+            with tenants.pool.lease(LOCAL_TENANT) as memory:
+                return memory
+        return tenants.probe()
+
+    def remotes(self) -> dict[str, str]:
+        """The remotes named for the probed store (``engram remote add``)."""
+        found = self()
+        return remote_config(found.repo if isinstance(found, Memory) else found, self.state.config.store).list()
+
+    def check(self, timeout: float = TIMEOUT) -> Readiness:
+        """Readiness of every component, within ``timeout`` seconds."""
+        return readiness(self, timeout=timeout, remotes=self.remotes)
+
+
+def _ops(request: Request) -> _Ops:
+    found: _Ops | None = getattr(request.app.state, "engram_ops", None)
+    if found is None:
+        found = request.app.state.engram_ops = _Ops(request.app.state.engram)
+    return found
+
+
+async def _check(request: Request) -> Readiness:
+    # Its own threads: requests queued on a database that is down must not delay the answer.
+    return await asyncio.get_running_loop().run_in_executor(_THREADS, _ops(request).check)
+
+
+@routes.get("/healthz", response_model=None, responses={200: {"model": s.Health}})
+async def healthz() -> dict[str, Any]:
+    """Liveness: the process serves requests."""
+    return {"status": "ok", "checks": {}}
+
+
+@routes.get("/readyz", response_model=None, responses={200: {"model": s.Health}, 503: {"model": ErrorBody}})
+async def readyz(request: Request) -> JSONResponse:
+    """Readiness, within a second: the store answers a read and a write (else 503, naming what failed); the
+    cache, embedder, search index, remotes and circuit breakers are reported too, and one that fails makes the
+    status ``degraded`` (still 200: the store answers without it)."""
+    report = await _check(request)
+    if not report.ready:
+        reason = report.checks["store"].get("error", "no answer")
+        details = {"checks": report.checks}
+        return error_response(503, "not_ready", f"the store is not ready: {reason}", details, {"Retry-After": "1"})
+    return JSONResponse({"status": report.status, "checks": report.checks})
+
+
+@routes.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"content": {metrics.CONTENT_TYPE: {}}, "description": "Prometheus text format"},
+               **s.responses()},
+)  # fmt: skip
+async def metrics_text(
+    request: Request,
+    bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    api_key: Annotated[str | None, Depends(_api_key)],
+) -> Response:
+    """Every engram metric in the Prometheus text format, readiness checked first (``engram_ready``); needs the
+    ``admin`` scope on a server with keys."""
+    state: State = request.app.state.engram
+    who = state.authenticate(bearer.credentials if bearer is not None else api_key)
+    who.require("admin")
+    who.require_unrestricted("read the metrics")
+    await _check(request)
+    body = await asyncio.get_running_loop().run_in_executor(_THREADS, metrics.exposition)
+    return Response(body, media_type=metrics.CONTENT_TYPE)
+
+
+def install(app: FastAPI) -> None:
+    """Add these routes to ``app``, flat in ``app.routes`` (as the store and ``/v1`` routes are)."""
+    app.router.routes.extend(routes.routes)
+
+
+__all__ = ["install", "routes"]

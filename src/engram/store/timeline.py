@@ -1,0 +1,170 @@
+"""A page of a branch's timeline: commits newest first, filtered, with the number of items each changed.
+
+:func:`timeline` walks the commit graph like :meth:`~engram.store.Memory.log` (newest first, by time then id)
+but stops after one page and returns a cursor that resumes the walk where it stopped: the cursor holds the
+walk's frontier (the commits waiting to be visited) and the visited commits a later commit may still name as
+a parent (those as new as the frontier: a merge made in the same millisecond as its parents), so page *n*
+costs what page 1 costs, never a walk from the head, and the pages add up to the log exactly. The walk may start
+from every branch's head at once (``all_branches``): the branches' commits together. A page also
+stops after ``max_scan`` commits looked at, so a filter that rarely matches answers quickly with a cursor to
+keep looking, never scanning the whole history in one request (issue #16).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import heapq
+import itertools
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from engram import _refs, codec
+from engram.errors import InvalidInputError
+from engram.hashing import ID_SIZE, ChunkId
+from engram.objects import Commit
+from engram.store import _validate
+
+if TYPE_CHECKING:
+    from engram.store.versioning import Versioned
+
+#: Changed items counted per commit; a commit that changed more says "at least" this many.
+COUNT_CAP = 1000
+#: Commits one page looks at, at most, before it returns what it found and a cursor.
+MAX_SCAN = 5000
+_VERSION = b"t2"
+_HEAD = struct.Struct(">2sH")  # version, number of frontier ids (the visited ids follow them)
+#: Visited commits a cursor carries, at most (more only when thousands of commits share one millisecond).
+_CARRIED = 256
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineEntry:
+    """One commit of a timeline page and how many items it changed (under the page's namespace filter)."""
+
+    commit: Commit
+    changed: int
+    capped: bool  # True: the commit changed more than ``changed`` items (counting stopped at COUNT_CAP)
+
+
+@dataclass(frozen=True, slots=True)
+class TimelinePage:
+    """Commits newest first; ``cursor`` resumes after the last one (None: the history ends here)."""
+
+    entries: list[TimelineEntry]
+    cursor: str | None
+    scanned: int  # commits looked at for this page (matching or not)
+
+
+def timeline(
+    mem: Versioned,
+    ref: str | datetime = "HEAD",
+    *,
+    namespace: Sequence[str] | None = None,
+    key: str | None = None,
+    author: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int = 50,
+    cursor: str | None = None,
+    max_scan: int = MAX_SCAN,
+    all_branches: bool = False,
+) -> TimelinePage:
+    """One page of the commits reachable from ``ref`` (or from any branch), newest first.
+
+    Args:
+        mem: the memory handle (``HEAD`` is its branch head).
+        ref: where the history starts (ignored when ``cursor`` is given: the cursor knows where it stopped).
+        namespace: only commits that changed an item under this namespace prefix (``()``: every commit).
+        key: only commits that changed this key (needs ``namespace``).
+        author: only commits by this author (exact match).
+        since: only commits made at or after this time (the walk stops at the first older one).
+        until: only commits made at or before this time.
+        limit: commits per page (1..1000).
+        cursor: the ``cursor`` of the previous page.
+        max_scan: commits looked at before the page returns early with a cursor.
+        all_branches: start from every branch's head instead of ``ref``: the branches' commits together, each
+            once (the walk costs what one branch's costs; its frontier starts with one commit per branch).
+
+    Raises:
+        InvalidInputError: a bad limit, cursor, namespace or key.
+    """
+    if not 1 <= limit <= 1000:
+        raise InvalidInputError(f"limit must be between 1 and 1000, not {limit}")
+    if max_scan < 1:
+        raise InvalidInputError(f"max_scan must be at least 1, not {max_scan}")
+    bounds = _bounds(namespace, key)
+    since_ms = None if since is None else _refs.datetime_ms(since)
+    until_ms = None if until is None else _refs.datetime_ms(until)
+    repo = mem.repo
+    if cursor is None:
+        heads = repo.branches().values() if all_branches else [mem.resolve(ref).id]
+        frontier: list[ChunkId] = sorted(set(heads))
+        visited: list[Commit] = []
+    else:
+        frontier, carried = _decode(cursor)
+        visited = [repo.commit(cid) for cid in carried]
+    heap = [(-c.time, c.id, c) for c in (repo.commit(cid) for cid in frontier)]
+    heapq.heapify(heap)
+    seen = set(frontier) | {c.id for c in visited}
+    entries: list[TimelineEntry] = []
+    scanned = 0
+    while heap and len(entries) < limit and scanned < max_scan:
+        commit = heapq.heappop(heap)[2]
+        if since_ms is not None and commit.time < since_ms:
+            heap.clear()  # every commit still to come is older
+            break
+        visited.append(commit)
+        for pid in commit.parents:
+            if pid not in seen:
+                seen.add(pid)
+                parent = repo.commit(pid)
+                heapq.heappush(heap, (-parent.time, parent.id, parent))
+        scanned += 1
+        if (until_ms is not None and commit.time > until_ms) or (author is not None and commit.author != author):
+            continue
+        changes = repo.changes(commit, *bounds) if bounds else repo.changes(commit)
+        changed = sum(1 for _ in itertools.islice(changes, COUNT_CAP + 1))
+        if bounds and not changed:
+            continue
+        entries.append(TimelineEntry(commit, min(changed, COUNT_CAP), changed > COUNT_CAP))
+    next_cursor = _encode([entry[2] for entry in heap], visited) if heap else None
+    return TimelinePage(entries, next_cursor, scanned)
+
+
+def _bounds(namespace: Sequence[str] | None, key: str | None) -> tuple[bytes, bytes] | None:
+    if key is not None:
+        raw = codec.encode_key(_validate.namespace(namespace or ()), _validate.key(key))
+        return raw, raw + b"\x00"
+    if namespace is not None and tuple(namespace):
+        return codec.prefix_range(_validate.namespace(namespace, allow_empty=True))
+    return None
+
+
+def _encode(frontier: list[Commit], visited: list[Commit]) -> str:
+    """The frontier, and the visited commits as new as its oldest commit (a commit still to come can name a
+    visited one as its parent only then: a parent is as old as its child or older, in a sane history)."""
+    horizon = min(c.time for c in frontier)
+    ids = sorted(c.id for c in frontier)
+    carried = [c.id for c in visited if c.time >= horizon][-_CARRIED:]
+    raw = _HEAD.pack(_VERSION, len(ids)) + b"".join(ids) + b"".join(carried)
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def _decode(cursor: str) -> tuple[list[ChunkId], list[ChunkId]]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    except (binascii.Error, ValueError):
+        raw = b""
+    body = raw[_HEAD.size :]
+    count = _HEAD.unpack_from(raw)[1] if len(raw) >= _HEAD.size else 0
+    if raw[:2] != _VERSION or not count or len(body) % ID_SIZE or len(body) < count * ID_SIZE:
+        raise InvalidInputError("not a timeline cursor: pass back the cursor of the previous page unchanged")
+    ids = [body[i : i + ID_SIZE] for i in range(0, len(body), ID_SIZE)]
+    return ids[:count], ids[count:]
+
+
+__all__ = ["COUNT_CAP", "MAX_SCAN", "TimelineEntry", "TimelinePage", "timeline"]

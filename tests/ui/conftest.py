@@ -1,0 +1,155 @@
+"""The web UI's harness: the production-debugging story on a SQLite store, served by uvicorn in a thread
+(what ``engram serve`` runs), and one headless Debian Chromium for the module (never ``playwright install``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+import engram
+from engram import clock
+from engram.server import ServerConfig, create_app
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+SHOTS = ROOT / "docs" / "ui"
+
+
+def _example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "production_debugging_ui", ROOT / "examples" / "production_debugging.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+example = _example()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class Served:
+    """A running server on a story store: its URL and the story's facts (for assertions only)."""
+
+    url: str
+    store: str
+    story: dict[str, Any]
+
+    def api(self, method: str, path: str, **kw: Any) -> Any:
+        response = httpx.request(method, self.url + path, timeout=30, **kw)
+        assert response.status_code < 300, response.text
+        return None if response.status_code == 204 else response.json()
+
+
+def write_story(path: str) -> dict[str, Any]:
+    """The five days of the production-debugging example (no investigation, no fix: the UI does those)."""
+    start = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(days=5)
+    with clock.simulated(start) as sim, engram.open(path, embedder="hashing", author="agent:ops") as mem:
+        return dict(example.write_story(mem, sim, lambda *_: None))
+
+
+class ThreadServer:
+    """uvicorn serving ``create_app`` (as ``engram serve`` does) on a free loopback port, in a thread."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        settings = uvicorn.Config(create_app(config), host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(settings)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise AssertionError("the UI test server did not start")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    store = str(tmp_path_factory.mktemp("ui") / "store")
+    story = write_story(store)
+    server = ThreadServer(ServerConfig(store=store, embedder="hashing", writer_policy="review"))
+    try:
+        yield Served(server.url, store, story)
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not Path(CHROMIUM).exists() or shutil.which("chromium") is None:
+        pytest.skip("Debian's chromium is not installed")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def page(browser: Any, served: Served) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1200, "height": 800}, base_url=served.url, timezone_id="UTC")
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on(
+        "console", lambda msg: errors.append(msg.text) if msg.type == "error" and not _client_error(msg.text) else None
+    )
+    try:
+        yield page
+        assert errors == [], errors  # no script error and no server error, on any view
+    finally:
+        context.close()
+
+
+def _client_error(text: str) -> bool:
+    """The browser logs every 4xx answer; the UI shows them (a refused merge is a 409 the UI explains)."""
+    return "Failed to load resource" in text and " status of 4" in text
+
+
+def shot(page: Any, name: str) -> None:
+    """Write docs/ui/<name>.png (docs/ui.md shows it)."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"))
+    assert (SHOTS / f"{name}.png").stat().st_size > 5000
+
+
+def open_view(page: Any, fragment: str, view: str) -> None:
+    """Go to ``/#/<fragment>`` and wait until the view has rendered."""
+    page.goto("/#/" + fragment)
+    wait_view(page, view)
+
+
+def wait_view(page: Any, view: str) -> None:
+    page.wait_for_function(
+        "v => document.body.dataset.ready === v && !document.getElementById('view').hasAttribute('aria-busy')", arg=view
+    )
