@@ -9,6 +9,7 @@ import pytest
 
 import engram
 from engram.errors import ConflictError, InvalidInputError, NotFoundError
+from engram.maintenance import iter_reachable
 from engram.ops.backup import (
     create_backup,
     get_backup,
@@ -20,6 +21,7 @@ from engram.ops.backup import (
 )
 from engram.ops.remotes import open_remote
 from engram.store import Memory, tenant_url
+from engram.tree import NodeStore
 
 
 def _filled(path: Path, n: int = 2000) -> Memory:
@@ -75,9 +77,9 @@ def test_verify_finds_a_corrupt_and_a_missing_chunk(tmp_path: Path) -> None:
     remote = open_remote(f"dir://{tmp_path / 'remote'}")
     backup, _ = create_backup(mem.repo, remote)
     assert verify_backup(remote, backup).ok
-    leaves = [cid for cid in remote.chunks.iter_ids()]
-    tree = mem.head.tree
-    victim = next(cid for cid in leaves if cid != tree and cid != mem.head.id)
+    reached = iter_reachable(remote.chunks, NodeStore(remote.chunks), {mem.head.id})
+    # a chunk the backup needs (the remote may hold others it does not reach): a tree node below the root
+    victim = next(cid for cid, kind in sorted(reached) if kind != "commit" and cid != mem.head.tree)
     where = remote.chunks.locate(victim)
     assert where is not None
     key, at, length = where

@@ -6,7 +6,9 @@ import threading
 import time
 
 import pytest
-from conftest import Cluster
+
+# at import time: later, `conftest` may name another folder's (each folder's conftest is loaded as `conftest`)
+from conftest import Cluster, drop_databases, make_databases
 
 from engram.errors import ConfigError, InvalidInputError, NotFoundError, ReadOnlyError
 from engram.ops.shards import (
@@ -267,8 +269,6 @@ def test_writes_wait_for_a_freeze_bounded(cluster: Cluster) -> None:
 
 
 def test_move_with_search_in_postgresql_rebuilds_the_index_on_the_new_shard(pgvector_url: str) -> None:
-    from conftest import drop_databases, make_databases
-
     made = make_databases(pgvector_url, 3)
     (_, catalog_url), (_, a_url), (_, b_url) = made
     catalog = ShardCatalog(catalog_url)

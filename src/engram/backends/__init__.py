@@ -3,10 +3,11 @@
 from engram.backends.base import ChunkStore, RefLogEntry, RefStore
 from engram.backends.memory import MemoryChunkStore, MemoryRefStore
 from engram.backends.sqlite import SqliteChunkStore, SqliteDatabase, SqliteRefStore, open_sqlite
-from engram.backends.wrappers import ForwardingRefStore, LruChunkStore, ValidatingChunkStore
+from engram.backends.wrappers import ForwardingChunkStore, ForwardingRefStore, LruChunkStore, ValidatingChunkStore
 
 __all__ = [
     "ChunkStore",
+    "ForwardingChunkStore",
     "ForwardingRefStore",
     "LruChunkStore",
     "MemoryChunkStore",

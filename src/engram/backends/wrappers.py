@@ -1,6 +1,6 @@
-"""Store wrappers: a validating chunk store that re-hashes every chunk, an in-process LRU cache, a ref store
-that forwards to another (the base of ref-store layers such as the Redis cache), and metered stores that record
-every operation in :mod:`engram.observe` (issue #15)."""
+"""Store wrappers: chunk and ref stores that forward to another (the base of layers such as the Redis cache), a
+validating chunk store that re-hashes every chunk, an in-process LRU cache, and metered stores that record every
+operation in :mod:`engram.observe` (issue #15)."""
 
 from __future__ import annotations
 
@@ -15,24 +15,19 @@ from engram.backends.base import ChunkStore, RefLogEntry, RefStore
 from engram.hashing import ChunkId, verify
 
 
-class ValidatingChunkStore(ChunkStore):
-    """Re-hash every chunk read or written; raise :class:`IntegrityError` on a mismatch. For tests and fsck."""
+class ForwardingChunkStore(ChunkStore):
+    """A chunk store that forwards every operation to ``inner``: the base of chunk-store layers that change a few."""
 
     def __init__(self, inner: ChunkStore) -> None:
         self.inner = inner
 
     def get_many(self, ids: Iterable[ChunkId]) -> dict[ChunkId, bytes]:
-        found = self.inner.get_many(ids)
-        for cid, data in found.items():
-            verify(cid, data)
-        return found
+        return self.inner.get_many(ids)
 
     def has_many(self, ids: Iterable[ChunkId]) -> set[ChunkId]:
         return self.inner.has_many(ids)
 
     def put_many(self, chunks: Mapping[ChunkId, bytes]) -> None:
-        for cid, data in chunks.items():
-            verify(cid, data)
         self.inner.put_many(chunks)
 
     def iter_ids(
@@ -45,6 +40,21 @@ class ValidatingChunkStore(ChunkStore):
 
     def close(self) -> None:
         self.inner.close()
+
+
+class ValidatingChunkStore(ForwardingChunkStore):
+    """Re-hash every chunk read or written; raise :class:`IntegrityError` on a mismatch. For tests and fsck."""
+
+    def get_many(self, ids: Iterable[ChunkId]) -> dict[ChunkId, bytes]:
+        found = self.inner.get_many(ids)
+        for cid, data in found.items():
+            verify(cid, data)
+        return found
+
+    def put_many(self, chunks: Mapping[ChunkId, bytes]) -> None:
+        for cid, data in chunks.items():
+            verify(cid, data)
+        self.inner.put_many(chunks)
 
 
 class LruChunkStore(ChunkStore):
@@ -183,7 +193,7 @@ class MeteredChunkStore(ChunkStore):
         self.inner.close()
 
 
-class CacheCountingChunkStore(ChunkStore):
+class CacheCountingChunkStore(ForwardingChunkStore):
     """Count the ids read through this layer as lookups (``above=True``) or misses (``above=False``) of ``cache``.
 
     Put one above a cache layer and one between it and the store it caches: hit ratio = 1 - misses / lookups,
@@ -191,7 +201,7 @@ class CacheCountingChunkStore(ChunkStore):
     """
 
     def __init__(self, inner: ChunkStore, cache: str, *, above: bool) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.cache = cache
         self.above = above
 
@@ -202,23 +212,6 @@ class CacheCountingChunkStore(ChunkStore):
         else:
             observe.cache_lookups(self.cache, 0, len(wanted))
         return self.inner.get_many(wanted)
-
-    def has_many(self, ids: Iterable[ChunkId]) -> set[ChunkId]:
-        return self.inner.has_many(ids)
-
-    def put_many(self, chunks: Mapping[ChunkId, bytes]) -> None:
-        self.inner.put_many(chunks)
-
-    def iter_ids(
-        self, start: ChunkId | None = None, end: ChunkId | None = None, *, written_before: int | None = None
-    ) -> Iterator[ChunkId]:
-        return self.inner.iter_ids(start, end, written_before=written_before)
-
-    def delete_many(self, ids: Iterable[ChunkId]) -> None:
-        self.inner.delete_many(ids)
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 class MeteredRefStore(ForwardingRefStore):

@@ -29,11 +29,11 @@ import logging
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from engram.backends import ChunkStore, LruChunkStore
+from engram.backends import ChunkStore, ForwardingChunkStore, LruChunkStore
 from engram.errors import ConfigError, InvalidRefError, NotFoundError, ReadOnlyError, StorageError
 from engram.hashing import ID_SIZE, ChunkId
 from engram.index.cache import MemoryVectorCache, VectorCache
@@ -107,12 +107,12 @@ class _ReplicaVectorCache:
         self.local.put_many(model, vectors)
 
 
-class _ReplicaChunkStore(ChunkStore):
+class _ReplicaChunkStore(ForwardingChunkStore):
     """A standby's chunks, reads falling back to the primary's for what it has not replayed yet; writes (the
     derived chunks of search indexes built here) go to the primary, which is safe for content-addressed chunks."""
 
     def __init__(self, replica: ChunkStore, primary: ChunkStore) -> None:
-        self.inner = replica
+        super().__init__(replica)
         self.primary = primary
 
     def get_many(self, ids: Iterable[ChunkId]) -> dict[ChunkId, bytes]:
@@ -129,11 +129,6 @@ class _ReplicaChunkStore(ChunkStore):
 
     def put_many(self, chunks: Mapping[ChunkId, bytes]) -> None:
         self.primary.put_many(chunks)
-
-    def iter_ids(
-        self, start: ChunkId | None = None, end: ChunkId | None = None, *, written_before: int | None = None
-    ) -> Iterator[ChunkId]:
-        return self.inner.iter_ids(start, end, written_before=written_before)
 
     def delete_many(self, ids: Iterable[ChunkId]) -> None:
         raise ReadOnlyError("a read replica collects no garbage: run gc on the primary")
