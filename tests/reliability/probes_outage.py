@@ -35,12 +35,14 @@ NS = "outage"
 class Stream:
     """A thread that alternates a PUT of a new key and a GET of it through one client, recording everything.
 
-    Bounded: at most ``limit`` PUTs, and it gives up after ``give_up`` failed PUTs in a row."""
+    Bounded: at most ``limit`` PUTs, and it gives up after ``give_up`` seconds of failed PUTs in a row (time, not
+    a count: a server that fails fast answers hundreds of 503s a second, which must not end the stream before
+    the outage and the recovery it is given are over)."""
 
     url: str
     timeout: float
-    limit: int = 3000
-    give_up: int = 500
+    limit: int = 20000
+    give_up: float = 30.0
     pause: float = 0.01
     outcomes: list[Outcome] = field(default_factory=list)
     acks: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -50,15 +52,16 @@ class Stream:
         self.thread = threading.Thread(target=self._run, name="reliability-stream", daemon=True)
 
     def _run(self) -> None:
-        failures = 0
+        failing_since: float | None = None
         with httpx.Client(base_url=self.url, timeout=self.timeout) as client:
             for i in range(self.limit):
-                if self.stop.is_set() or failures >= self.give_up:
+                gave_up = failing_since is not None and time.monotonic() - failing_since > self.give_up
+                if self.stop.is_set() or gave_up:
                     return
                 key, value = f"s{i}", {"text": f"stream write {i}", "i": i}
                 put = request(client, "PUT", "/v1/items", json={"namespace": [NS], "key": key, "value": value})
                 self.outcomes.append(put)
-                failures = 0 if put.ok else failures + 1
+                failing_since = None if put.ok else (failing_since or time.monotonic())
                 if put.ok:
                     self.acks[key] = value
                     self.outcomes.append(request(client, "GET", "/v1/items", params={"namespace": NS, "key": key}))
