@@ -59,4 +59,4 @@ def test_a_large_sync_reads_cached_vectors_in_one_scan(tmp_path: Path) -> None:
     rows = index.vectors.rows(np.arange(n, dtype=np.int64))
     assert np.array_equal(rows[0::2], fake[0::2])  # from the cache
     embedded = np.asarray(embedder.embed([texts[1], texts[3]]), dtype=np.float32)
-    assert np.allclose(rows[[1, 3]], embedded)  # embedded, not in the cache
+    assert np.allclose(rows[[1, 3]], embedded, atol=1e-3)  # embedded, not in the cache (float16 rows above ANN_MIN)
