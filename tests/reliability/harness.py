@@ -16,6 +16,7 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -309,3 +310,19 @@ def is_error_shape(body: Any) -> bool:
         and isinstance(body["error"]["code"], str)
         and isinstance(body["error"]["message"], str)
     )
+
+
+class LocalHttp:
+    """A ``BaseHTTPRequestHandler`` class served on a free loopback port from a thread; ``url`` ends in ``/v1``."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(5)

@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -18,6 +18,8 @@ from engram.backends._pgerrors import Breaker, dependency_name
 from engram.breakers import CircuitBreaker, RetryPolicy, retry_call, s3_transient
 from engram.embed.openai import OpenAIEmbedder
 from engram.errors import CircuitOpenError, ConfigError, EmbedderError, UnavailableError, WriterError
+
+from .harness import LocalHttp
 
 
 class FakeClock:
@@ -383,16 +385,11 @@ class _Endpoint:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
+        self.server = LocalHttp(Handler)
+        self.url = self.server.url
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(5)
+        self.server.close()
 
 
 @pytest.fixture

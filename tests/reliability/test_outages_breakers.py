@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,16 @@ from engram.errors import CircuitOpenError, UnavailableError
 from engram.server import ServerConfig, create_app
 from engram.store import tenant_url
 
-from .harness import Outcome, PrivatePostgres, PrivateRedis, ThreadedServer, is_error_shape, request, wait_until
+from .harness import (
+    LocalHttp,
+    Outcome,
+    PrivatePostgres,
+    PrivateRedis,
+    ThreadedServer,
+    is_error_shape,
+    request,
+    wait_until,
+)
 
 NS = "breakers"
 
@@ -204,16 +213,11 @@ class SwitchableEmbeddings:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
+        self.server = LocalHttp(Handler)
+        self.url = self.server.url
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(5)
+        self.server.close()
 
 
 @pytest.fixture
