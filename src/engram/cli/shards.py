@@ -44,6 +44,8 @@ def _print_moves(moves: dict[str, tuple[str, str]], planned: bool, as_json: bool
 
 _plan = click.option("--plan", "planned", is_flag=True, help="Only show what the change would move.")
 _json = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+_replica = click.option("--replica", "replicas", multiple=True, metavar="URL",
+                        help="A read replica of the shard (a streaming standby's URL); repeatable.")  # fmt: skip
 
 
 @click.group()
@@ -60,16 +62,19 @@ def shard(ctx: click.Context, catalog: str | None) -> None:
 @click.option("--name", help="Shard name (default: the database's name).")
 @click.option("--weight", default=1.0, show_default=True, type=float, help="Share of tenants, relative.")
 @click.option("--status", default="active", show_default=True, type=click.Choice(shards.STATUSES))
+@_replica
 @_plan
 @_json
 @click.pass_context
 @friendly
 def add(
-    ctx: click.Context, url: str, name: str | None, weight: float, status: str, planned: bool, as_json: bool
-) -> None:
+    ctx: click.Context, url: str, name: str | None, weight: float, status: str, replicas: tuple[str, ...],
+    planned: bool, as_json: bool,
+) -> None:  # fmt: skip
     """Add the PostgreSQL database URL as a shard."""
     with _catalog(ctx) as catalog:
-        moves = shards.add_shard(catalog, url, name=name, weight=weight, status=status, dry_run=planned)
+        moves = shards.add_shard(catalog, url, name=name, weight=weight, status=status, replicas=replicas,
+                                 dry_run=planned)  # fmt: skip
     if not planned and not as_json:
         err.print(f"added shard {escape(name or url.rsplit('/', 1)[-1].split('?')[0])}")
     _print_moves(moves, planned, as_json)
@@ -83,7 +88,8 @@ def list_shards(ctx: click.Context, as_json: bool) -> None:
     """List the shards (URLs without passwords), the map version and the tenants being moved."""
     with _catalog(ctx) as catalog:
         current = catalog.load()
-    rows = [{"name": s.name, "url": redact(s.url), "weight": s.weight, "status": s.status}
+    rows = [{"name": s.name, "url": redact(s.url), "weight": s.weight, "status": s.status,
+             "replicas": [redact(url) for url in current.replicas.get(s.name, ())]}
             for s in current.shards.values()]  # fmt: skip
     if as_json:
         emit({"version": current.version, "shards": rows, "overrides": len(current.overrides),
@@ -92,6 +98,8 @@ def list_shards(ctx: click.Context, as_json: bool) -> None:
     out.print(f"shard map version {current.version}, {plural(len(current.overrides), 'pinned tenant')}")
     for row in rows:
         out.print(escape(f"{row['name']:<16} {row['status']:<9} weight {row['weight']:<6g} {row['url']}"))
+        for replica in current.replicas.get(str(row["name"]), ()):
+            out.print(escape(f"{'':<16} replica {redact(replica)}"))
     for tenant, target in sorted(current.moving.items()):
         out.print(escape(f"moving: {tenant} -> {target}"))
 
@@ -122,6 +130,18 @@ def set_weight(ctx: click.Context, name: str, weight: float, planned: bool, as_j
     with _catalog(ctx) as catalog:
         moves = shards.set_weight(catalog, name, weight, dry_run=planned)
     _print_moves(moves, planned, as_json)
+
+
+@shard.command("set-replicas")
+@click.argument("name")
+@_replica
+@click.pass_context
+@friendly
+def set_replicas(ctx: click.Context, name: str, replicas: tuple[str, ...]) -> None:
+    """Set shard NAME's read replicas (replacing its old ones; no --replica removes them)."""
+    with _catalog(ctx) as catalog:
+        shards.set_replicas(catalog, name, replicas)
+    out.print(escape(f"shard {name}: {plural(len(replicas), 'read replica')}"))
 
 
 @shard.command("plan")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from engram.backends.postgres import ASYNC_COMMIT
 from engram.backends.sqlite import SqliteDatabase
 from engram.embed.base import Embedder
 
@@ -151,10 +152,13 @@ class PostgresVectorCache:
         return found
 
     def put_many(self, model: str, vectors: Mapping[bytes, bytes]) -> None:
+        """Store vectors in one statement whose commit does not wait for a log flush (derived data: a crash
+        can only lose vectors to embed again; see :data:`~engram.backends.postgres.ASYNC_COMMIT`)."""
         if vectors:
             self.db.run(
                 "INSERT INTO engram_vectors (repo, model, text_hash, vector) "
-                "SELECT %s, %s, h, v FROM unnest(%s::bytea[], %s::bytea[]) AS t(h, v) ON CONFLICT DO NOTHING",
+                f"SELECT %s, %s, h, v FROM unnest(%s::bytea[], %s::bytea[]) AS t(h, v), {ASYNC_COMMIT} "
+                "ON CONFLICT DO NOTHING",
                 (self.db.repo, model, list(vectors), list(vectors.values())),
             )
 

@@ -7,7 +7,6 @@ empty tree); it is never the source of truth.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import threading
 from collections import Counter
@@ -29,8 +28,8 @@ from engram.index.ann import Graph
 from engram.index.cache import MemoryVectorCache, QueryVectors, VectorCache, embed_through, text_hash
 from engram.index.keyword import KeywordIndex
 from engram.index.paths import document_text
-from engram.index.vector import VectorIndex
-from engram.objects import Record, decode_record
+from engram.index.vector import VectorIndex, give_back_memory
+from engram.objects import Record, decode_record, decode_records
 from engram.tree import NodeStore, count, diff_trees, empty_tree
 
 NEVER = np.iinfo(np.int64).max
@@ -39,6 +38,10 @@ PACK_AFTER = 10_000
 #: A batch of at least this many new documents builds its postings with array operations (when it is
 #: large next to the index too: that merges every posting).
 BULK_MIN = 1_000
+#: A bulk load reads, decodes and analyses its documents this many at a time (nothing per document is kept).
+BULK_STEP = 2_048
+#: Keys added to a :class:`SlotMap` since its last merge are kept in a dict up to this many (or 1/8 of it).
+RECENT_MAX = 4_096
 #: Vectors read from the vector cache at once.
 CACHE_STEP = 16_384
 #: From this many vectors to look up, a vector cache that can scan (``scan_many``) is read in one scan.
@@ -112,6 +115,31 @@ class DocList:
     def append(self, doc: Doc) -> None:
         self._docs.append(doc)
 
+    def extend_raw(self, keys: Sequence[bytes], datas: Sequence[bytes]) -> None:
+        """Append documents given as tree keys and encoded records, kept encoded (decoded when first read):
+        a bulk load never holds its documents as Python objects."""
+        n, covered = len(self._docs), self._covered()
+        blobs: dict[str, npt.NDArray[Any]] = {}
+        for name, ends_name, pieces in (("keys", "key_ends", keys), ("data", "data_ends", datas)):
+            old = self._blobs.get(name, np.zeros(0, dtype=np.uint8))
+            old_ends = self._blobs.get(ends_name, np.zeros(0, dtype=np.int64))
+            last = int(old_ends[-1]) if len(old_ends) else 0
+            blob, ends = _packed(list(pieces))
+            blobs[name] = np.concatenate([old, blob])
+            # slots held as documents since the last pack get empty pieces: they are read from the documents
+            blobs[ends_name] = np.concatenate([old_ends, np.full(n - covered, last, np.int64), ends + last])
+        self._blobs = blobs
+        self._docs.extend([None] * len(keys))
+        unread = np.zeros(n + len(keys), dtype=bool)
+        unread[: len(self._unread)] = self._unread
+        unread[n:] = True
+        self._unread = unread
+
+    def _covered(self) -> int:
+        """Slots the packed arrays cover (the first ones)."""
+        found = self._blobs.get("key_ends")
+        return 0 if found is None else len(found)
+
     def key(self, slot: int) -> bytes:
         """The tree key of a live slot, without decoding its document."""
         found = self._docs[slot]
@@ -144,12 +172,28 @@ class DocList:
         """Keep every live document as its encoded bytes only (decoded again when read): a decoded document
         costs ~20x its bytes in Python objects."""
         n = len(self._docs)
-        raws = [self.raw(s) if alive[s] else (b"", b"") for s in range(n)]
-        keys, key_ends = _packed([k for k, _ in raws])
-        data, data_ends = _packed([d for _, d in raws])
-        self._blobs = {"keys": keys, "key_ends": key_ends, "data": data, "data_ends": data_ends}
+        live = np.array(alive[:n], dtype=bool)
+        self._blobs = self.packed(live, keep_slots=True)
         self._docs = [None] * n
-        self._unread = np.array(alive[:n], dtype=bool)
+        self._unread = live
+
+    def packed(self, live: npt.NDArray[np.bool_], *, keep_slots: bool = False) -> dict[str, npt.NDArray[Any]]:
+        """The keys and encoded records of the ``live`` slots as packed arrays (``keys``, ``key_ends``,
+        ``data``, ``data_ends``): the live ones only, or every slot with empty pieces for the dead ones
+        (``keep_slots``). Array operations only when every slot is packed already (after a bulk load)."""
+        n = len(self._docs)
+        blobs: dict[str, npt.NDArray[Any]] = {}
+        if self._covered() == n and self._docs.count(None) == n:
+            for name, ends_name in (("keys", "key_ends"), ("data", "data_ends")):
+                lengths = np.diff(self._blobs[ends_name], prepend=0)
+                blobs[name] = self._blobs[name][np.repeat(live, lengths)]
+                blobs[ends_name] = np.cumsum(lengths[live] if not keep_slots else np.where(live, lengths, 0))
+            return blobs
+        slots = range(n) if keep_slots else np.flatnonzero(live).tolist()
+        raws = [self.raw(s) if live[s] else (b"", b"") for s in slots]
+        blobs["keys"], blobs["key_ends"] = _packed([k for k, _ in raws])
+        blobs["data"], blobs["data_ends"] = _packed([d for _, d in raws])
+        return blobs
 
     @classmethod
     def restore(cls, fields: Sequence[str], blobs: dict[str, npt.NDArray[Any]]) -> DocList:
@@ -162,6 +206,73 @@ class DocList:
         return docs
 
 
+class SlotMap:
+    """Tree key -> slot of every live document, without a Python object per key: 64-bit hashes of the keys,
+    sorted, beside their slots (a key found is checked against the key its slot holds, so two keys that share
+    a hash are told apart); keys added since the last :meth:`settle` wait in a dict. 100k keys take 1.6 MB
+    instead of a dict's ~10 MB of small objects that also pin the heap pages around them."""
+
+    def __init__(self, key_of: Callable[[int], bytes]) -> None:
+        self._key_of = key_of
+        self._hashes = np.zeros(0, dtype=np.int64)
+        self._slots = np.zeros(0, dtype=np.int64)  # -1 once popped
+        self._live = 0
+        self._recent: dict[bytes, int] = {}
+
+    def __len__(self) -> int:
+        return self._live + len(self._recent)
+
+    def _find(self, key: bytes) -> int:
+        """Where ``key`` is in the sorted arrays, or -1."""
+        if not self._live:
+            return -1
+        wanted = hash(key)
+        at = int(np.searchsorted(self._hashes, wanted))
+        while at < len(self._hashes) and self._hashes[at] == wanted:
+            slot = int(self._slots[at])
+            if slot >= 0 and self._key_of(slot) == key:
+                return at
+            at += 1
+        return -1
+
+    def get(self, key: bytes) -> int | None:
+        """The slot of ``key``, or None."""
+        found = self._recent.get(key)
+        if found is not None:
+            return found
+        at = self._find(key)
+        return None if at < 0 else int(self._slots[at])
+
+    def pop(self, key: bytes) -> int | None:
+        """Forget ``key``; its slot, or None."""
+        found = self._recent.pop(key, None)
+        if found is not None:
+            return found
+        at = self._find(key)
+        if at < 0:
+            return None
+        slot = int(self._slots[at])
+        self._slots[at] = -1
+        self._live -= 1
+        return slot
+
+    def __setitem__(self, key: bytes, slot: int) -> None:
+        self._recent[key] = slot
+
+    def settle(self) -> None:
+        """Move the recent keys into the sorted arrays once there are many (every slot given must hold its
+        document by now: a lookup reads the key there)."""
+        recent = self._recent
+        if len(recent) < max(RECENT_MAX, len(self._hashes) // 8):
+            return
+        keep = self._slots >= 0
+        added = np.fromiter(map(hash, recent), dtype=np.int64, count=len(recent))
+        hashes = np.concatenate([self._hashes[keep], added])
+        slots = np.concatenate([self._slots[keep], np.fromiter(recent.values(), dtype=np.int64, count=len(recent))])
+        order = np.argsort(hashes, kind="stable")
+        self._hashes, self._slots, self._live, self._recent = hashes[order], slots[order], len(hashes), {}
+
+
 def _piece(blob: npt.NDArray[np.uint8], ends: npt.NDArray[np.int64], i: int) -> bytes:
     return blob[int(ends[i - 1]) if i else 0 : int(ends[i])].tobytes()
 
@@ -169,16 +280,6 @@ def _piece(blob: npt.NDArray[np.uint8], ends: npt.NDArray[np.int64], i: int) -> 
 def _packed(pieces: list[bytes]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
     ends = np.cumsum([len(p) for p in pieces], dtype=np.int64) if pieces else np.zeros(0, dtype=np.int64)
     return np.frombuffer(b"".join(pieces), dtype=np.uint8), ends
-
-
-def _give_back_memory() -> None:
-    """Return the heap pages a bulk load freed (decoded documents, analysed text) to the operating system:
-    glibc keeps them otherwise (~70 MB after 100k items). Does nothing where ``malloc_trim`` is missing."""
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError, TypeError):  # not glibc (or no C library to load by that name)
-        return
-    trim(0)
 
 
 def _grow(array: npt.NDArray[Any], size: int, fill: Any = 0) -> npt.NDArray[Any]:
@@ -206,7 +307,7 @@ class DocIndex:
         self.cache: VectorCache = cache if cache is not None else MemoryVectorCache()
         self.root: ChunkId | None = None
         self.docs = DocList(self.fields)
-        self.slot_of: dict[bytes, int] = {}
+        self.slot_of = SlotMap(self.docs.key)
         self.hashes = np.zeros((1024, 32), dtype=np.uint8)  # text hash per slot, for the vector cache
         self.namespaces: dict[tuple[str, ...], int] = {}
         self.ns_ids = np.zeros(1024, dtype=np.int32)
@@ -269,38 +370,87 @@ class DocIndex:
         """Apply (key, new tree value or None) changes, then embed what lacks a vector."""
         with self.lock:
             done = 0
-            added: list[Doc] = []  # slots given, arrays and postings filled in bulk (_fill)
+            keys: list[bytes] = []  # added, given slots from len(self.docs) on, filled in bulk (_add)
+            datas: list[bytes] = []
             for key, data in changes:
-                slot = self.slot_of.pop(key, None)
+                slot = self.slot_of.pop(key)
                 if slot is not None:
-                    if added and slot >= len(self.docs) - len(added):
-                        self._fill(added)
-                        added = []
+                    if slot >= len(self.docs):  # added by this batch (a key seen twice): fill it first
+                        self._add(keys, datas)
+                        keys, datas = [], []
                     self._drop(slot)
                 if data is not None:
-                    doc = make_doc(key, data, self.fields)
-                    self.slot_of[doc.key] = len(self.docs)
-                    self.docs.append(doc)
-                    added.append(doc)
+                    self.slot_of[key] = len(self.docs) + len(keys)
+                    keys.append(key)
+                    datas.append(data)
                 done += 1
                 self.unsaved += 1
                 if progress is not None and done % 1000 == 0:
                     progress(1000)
-            self._fill(added)
+            self._add(keys, datas)
+            del keys, datas
+            self.slot_of.settle()
             if progress is not None and done % 1000:
                 progress(done % 1000)
             if done >= PACK_AFTER:
                 self.docs.pack(self.alive)
                 self.keyword.freeze()
-                _give_back_memory()
             self.embed_pending(phases)
+            if done >= PACK_AFTER:
+                give_back_memory()  # after the vector cache's bytes are gone too
 
-    def _fill(self, docs: list[Doc]) -> None:
-        """Fill the per-slot arrays and postings of the last ``len(docs)`` slots, given to ``docs``."""
-        if not docs:
+    def _add(self, keys: list[bytes], datas: list[bytes]) -> None:
+        """Add documents (tree keys and values) at the next slots: a few as documents, a bulk load
+        (``PACK_AFTER`` or more) kept encoded and analysed ``BULK_STEP`` at a time, nothing kept per document
+        but its encoded bytes, the per-slot arrays and the postings (the same index either way)."""
+        if len(keys) < PACK_AFTER:
+            docs = [make_doc(key, data, self.fields) for key, data in zip(keys, datas, strict=True)]
+            for doc in docs:
+                self.docs.append(doc)
+            self._fill(docs)
             return
-        size = len(self.docs)
-        start = size - len(docs)
+        start = len(self.docs)
+        self.docs.extend_raw(keys, datas)
+        self._grow_to(len(self.docs))
+        namespaces = self.namespaces
+        flat: list[str] = []  # the terms of every indexed document, one after the other
+        lengths: list[int] = []
+        slots: list[int] = []
+        hashes: list[bytes] = []
+        items, ns_id = b"\x03", 0  # no key starts with 0x03
+        for lo in range(0, len(keys), BULK_STEP):
+            records = decode_records(datas[lo : lo + BULK_STEP])
+            part = slice(start + lo, start + lo + len(records))
+            ns_ids = []
+            for key in keys[lo : lo + BULK_STEP]:  # in key order: a namespace's items come one after another
+                if not key.startswith(items):
+                    namespace = codec.decode_key(key)[0]
+                    ns_id = namespaces.setdefault(namespace, len(namespaces))
+                    items = codec.items_range(namespace)[0]  # what the keys of its items start with
+                ns_ids.append(ns_id)
+            self.ns_ids[part] = ns_ids
+            self.updated[part] = [r.updated_at for r in records]
+            self.expires[part] = [NEVER if r.expires_at is None else r.expires_at for r in records]
+            self.confidence[part] = [confidence_of(r.value) for r in records]
+            for i, record in enumerate(records, start + lo):
+                chosen = record.extra.get("index")
+                if chosen is False:
+                    continue
+                text = document_text(record.value, chosen if isinstance(chosen, list) else self.fields)
+                terms = analysis.terms(text)
+                flat += terms
+                lengths.append(len(terms))
+                slots.append(i)
+                hashes.append(text_hash(text))
+        self.alive[start : len(self.docs)] = True
+        self.indexed[slots] = True
+        self.keyword.add_flat(slots, flat, lengths)
+        if self.vectors is not None and slots:
+            self.hashes[slots] = np.frombuffer(b"".join(hashes), dtype=np.uint8).reshape(-1, 32)
+            self.pending.update(slots)
+
+    def _grow_to(self, size: int) -> None:
+        """Make the per-slot arrays hold ``size`` slots."""
         self.ns_ids = _grow(self.ns_ids, size)
         self.updated = _grow(self.updated, size)
         self.expires = _grow(self.expires, size, NEVER)
@@ -311,6 +461,14 @@ class DocIndex:
             grown = np.zeros((max(size, 2 * len(self.hashes)), 32), dtype=np.uint8)
             grown[: len(self.hashes)] = self.hashes
             self.hashes = grown
+
+    def _fill(self, docs: list[Doc]) -> None:
+        """Fill the per-slot arrays and postings of the last ``len(docs)`` slots, given to ``docs``."""
+        if not docs:
+            return
+        size = len(self.docs)
+        start = size - len(docs)
+        self._grow_to(size)
         part = slice(start, size)
         namespaces = self.namespaces
         self.ns_ids[part] = [namespaces.setdefault(d.namespace, len(namespaces)) for d in docs]
@@ -347,17 +505,17 @@ class DocIndex:
     def _rebuild(self) -> None:
         """Renumber live documents densely (postings rebuilt; vectors, and their graph, moved along)."""
         alive = np.flatnonzero(self.alive[: self.size])
-        live = [self.docs[s] for s in alive.tolist()]
+        raws = [self.docs.raw(s) for s in alive.tolist()]
         new_slot = np.full(self.size, -1, dtype=np.int64)
         new_slot[alive] = np.arange(len(alive))
         vectors, pending = self.vectors, self.pending
         embedder, cache, fields, root, unsaved = self.embedder, self.cache, self.fields, self.root, self.unsaved
         self.__init__(self.nodes, fields=fields, embedder=embedder, cache=cache)  # type: ignore[misc]
-        for doc in live:
-            assert doc is not None
-            self.slot_of[doc.key] = len(self.docs)
-            self.docs.append(doc)
-        self._fill([doc for doc in live if doc is not None])
+        keys = [key for key, _ in raws]
+        for slot, key in enumerate(keys):
+            self.slot_of[key] = slot
+        self._add(keys, [data for _, data in raws])
+        self.slot_of.settle()
         if vectors is not None:
             vectors.renumber(new_slot)
             self.vectors = vectors
@@ -430,19 +588,27 @@ class DocIndex:
         """Set the vectors of ``slots`` the cache has, read in one scan (``scan_many``); which it had."""
         assert self.vectors is not None and self.embedder is not None
         vectors = self.vectors
-        where: dict[bytes, list[int]] = {}
-        for i, h in enumerate(self.hashes[slots]):
-            where.setdefault(h.tobytes(), []).append(i)
+        blob = self.hashes[slots].tobytes()
+        hashes = [blob[i : i + 32] for i in range(0, len(blob), 32)]
+        first = dict(zip(hashes, range(len(hashes)), strict=True))  # hash -> a position (the last) with it
+        again: dict[bytes, list[int]] = {}  # hash -> the other positions with it (one text in several items)
+        if len(first) < len(hashes):
+            for i, h in enumerate(hashes):
+                if first[h] != i:
+                    again.setdefault(h, []).append(i)
         have = np.zeros(len(slots), dtype=bool)
 
         def sink(part: dict[bytes, bytes]) -> None:
-            rows = [i for h in part for i in where[h]]
-            blob = b"".join([part[h] for h in part for _ in where[h]])
+            rows = [first[h] for h in part]
+            found = list(part.values())
+            for h in again.keys() & part.keys() if again else ():
+                rows += again[h]
+                found += [part[h]] * len(again[h])
             at = np.array(rows, dtype=np.int64)
-            vectors.set_many(slots[at], np.frombuffer(blob, dtype=np.float32).reshape(-1, vectors.dim))
+            vectors.set_many(slots[at], np.frombuffer(b"".join(found), dtype=np.float32).reshape(-1, vectors.dim))
             have[at] = True
 
-        scan(self.embedder.model_id, where.keys(), sink, CACHE_STEP)
+        scan(self.embedder.model_id, first.keys(), sink, CACHE_STEP)
         self.pending.difference_update(slots[have].tolist())
         return have
 
@@ -467,9 +633,7 @@ class DocIndex:
             live = np.flatnonzero(self.alive[:size])
             new_slot = np.full(size, -1, dtype=np.int64)
             new_slot[live] = np.arange(len(live))
-            raws = [self.docs.raw(s) for s in live.tolist()]
-            keys, key_ends = _packed([k for k, _ in raws])
-            data, data_ends = _packed([d for _, d in raws])
+            blobs = self.docs.packed(self.alive[:size])
             terms, postings = self.keyword.export(new_slot)
             meta = {
                 "root": self.root.hex(),
@@ -479,10 +643,7 @@ class DocIndex:
                 "terms": terms,
             }
             arrays: dict[str, npt.NDArray[Any]] = {
-                "keys": keys,
-                "key_ends": key_ends,
-                "data": data,
-                "data_ends": data_ends,
+                **blobs,
                 "ns_ids": self.ns_ids[live],
                 "updated": self.updated[live],
                 "expires": self.expires[live],
@@ -526,8 +687,11 @@ class DocIndex:
         index = cls(nodes, fields=fields, embedder=embedder, cache=cache)
         try:
             index.docs = DocList.restore(fields, {k: arrays[k] for k in ("keys", "key_ends", "data", "data_ends")})
+            index.slot_of = SlotMap(index.docs.key)
             blob, ends = arrays["keys"].tobytes(), arrays["key_ends"].tolist()
-            index.slot_of = {blob[a:b]: i for i, (a, b) in enumerate(zip([0, *ends[:-1]], ends, strict=True))}
+            for i, (a, b) in enumerate(zip([0, *ends[:-1]], ends, strict=True)):
+                index.slot_of[blob[a:b]] = i
+            index.slot_of.settle()
             n = len(ends)
             index.namespaces = {tuple(ns): i for i, ns in enumerate(meta["namespaces"])}
             index.ns_ids = np.array(arrays["ns_ids"], dtype=np.int32)

@@ -156,6 +156,8 @@ def run(index: DocIndex, request: Request, now_ms: int, overlay: Overlay | None 
     """Run a search against an index (and overlay) at time ``now_ms``."""
     with index.lock:
         corpus = _Corpus(index, overlay, request.prefix, now_ms)
+        if request.stats is not None:  # a fan-out's statistics of every repository (engram.index.corpus)
+            corpus.stats = request.stats.stats()
         want = request.offset + request.limit
         admit = None if request.accept is None else _admit(corpus, request.accept)
         if request.text is None:  # a listing: newest first

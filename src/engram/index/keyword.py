@@ -212,17 +212,23 @@ class KeywordIndex:
     def add_many(self, slots: Sequence[int], docs: Sequence[Sequence[str]]) -> None:
         """Index many documents (their analysed terms) at fresh slots, ascending and above every slot used:
         the same index as :meth:`add` one at a time, built with array operations (a bulk load)."""
+        self.add_flat(slots, list(itertools.chain.from_iterable(docs)), [len(d) for d in docs])
+
+    def add_flat(self, slots: Sequence[int], flat: list[str], sizes: Sequence[int]) -> None:
+        """:meth:`add_many` with the documents' terms one after the other in ``flat`` (``sizes[i]`` of them
+        for ``slots[i]``): a bulk load keeps no list per document. ``flat`` is emptied."""
         if not len(slots):
             return
         at = np.asarray(slots, dtype=np.int64)
-        lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
-        vocab: dict[str, int] = {}
-        flat = itertools.chain.from_iterable(docs)
-        ids = np.fromiter((vocab.setdefault(t, len(vocab)) for t in flat), dtype=np.int64, count=int(lengths.sum()))
+        lengths = np.asarray(sizes, dtype=np.int64)
+        vocab = dict.fromkeys(flat)  # the batch's terms, in first-seen order (built in C: no Python loop)
+        names = list(vocab)
+        vocab.update(zip(names, range(len(names)), strict=True))
+        ids = np.fromiter(map(vocab.__getitem__, flat), dtype=np.int64, count=len(flat))
+        flat.clear()
         span = int(at[-1]) + 1
         pairs, tfs = np.unique(ids * span + np.repeat(at, lengths), return_counts=True)  # by term, then slot
         term_of, new_slots = pairs // span, pairs % span
-        names = list(vocab)
         df = np.bincount(term_of, minlength=len(names))
         self.stats.docs += len(at)
         self.stats.length += int(lengths.sum())

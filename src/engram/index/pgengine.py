@@ -47,8 +47,9 @@ from engram.index.cache import (
     embed_through,
     text_hash,
 )
+from engram.index.corpus import CorpusStats, query_terms
 from engram.index.docs import Doc, make_doc
-from engram.index.pgquery import PastOverlay, PgQuery
+from engram.index.pgquery import PastOverlay, PgQuery, term_stats
 from engram.index.pgrows import counts_of, vector_text
 from engram.index.pgschema import SEARCH_MIGRATIONS
 from engram.index.pgsettle import Settler
@@ -350,14 +351,24 @@ class PgEngine:
     def query(
         self, branch: str, root: ChunkId, request: Request, now: int, prefilter: PreFilter | None = None
     ) -> Hits | None:
-        """Run a search at the branch head ``root`` in PostgreSQL; None when it must run in process."""
+        """Run a search at the branch head ``root`` in PostgreSQL; None when it must run in process.
+
+        Its first statement reads the branch's index head with the query terms' statistics: when the rows
+        reflect ``root`` with every vector made, the search goes on from it; else :meth:`ensure` first."""
+        search = PgQuery(self, branch, request, prefilter, now)
         try:
-            if not self.ensure(branch, root):
-                return None
+            start = search.start()
+            if start is None or start.root != root or start.config != (self.model, self.config) or start.pending:
+                if not self.ensure(branch, root):
+                    return None
+                start = search.start()
+                if start is None:
+                    return None  # dropped meanwhile
+            self._indexed.add(branch)
         except (StorageError, InvalidInputError) as exc:  # down, or refusing data the store holds
             _log.warning("searching %s in process: the PostgreSQL index is unavailable (%s)", branch, exc)
             return None
-        return PgQuery(self, branch, request, prefilter, now).run()
+        return search.run(start)
 
     def query_past(
         self, branch: str, root: ChunkId, request: Request, now: int, prefilter: PreFilter | None = None
@@ -372,7 +383,31 @@ class PgEngine:
             return None
         if overlay is None:
             return None
-        return PgQuery(self, branch, request, prefilter, now, overlay).run()
+        search = PgQuery(self, branch, request, prefilter, now, overlay)
+        start = search.start()
+        return None if start is None else search.run(start)
+
+    def corpus_stats(self, branch: str, root: ChunkId, query: str, *, past: bool = False) -> CorpusStats | None:
+        """The corpus statistics a search of ``query`` scores with at the branch head ``root`` (``past``: at any
+        version ``root``, as :meth:`query_past`); None when that search would run in process."""
+        try:
+            if past:
+                overlay = self._overlay(branch, root)
+                if overlay is None:
+                    return None
+            elif self.ensure(branch, root):
+                overlay = None
+            else:
+                return None
+            head = self.db.run(
+                "SELECT docs, length FROM engram_index_heads WHERE repo = %s AND branch = %s", (self.db.repo, branch)
+            )
+            terms = query_terms(query)
+            return CorpusStats.of(term_stats(self, branch, terms, int(head[0][0]), int(head[0][1]), overlay), terms)
+        except (StorageError, InvalidInputError) as exc:
+            _log.warning("reading the statistics of %s in process: the PostgreSQL index is unavailable (%s)", branch,
+                         exc)  # fmt: skip
+            return None
 
     def _overlay(self, branch: str, root: ChunkId) -> PastOverlay | None:
         head = self.db.run(_HEAD + "WHERE repo = %s AND branch = %s", (self.db.repo, branch))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.typing as npt
 
 from engram.index import keyword
 from engram.index.ranking import KEYWORD_WEIGHT, SEMANTIC_WEIGHT, ModePlan, Ranking, Request, recency_score
@@ -43,6 +44,7 @@ class Lists:
         exact: bool,
         excluded: int,
         filtered: bool,
+        local: keyword.Stats | None = None,
     ) -> None:
         self.terms = terms
         self.mode = plan.mode
@@ -56,8 +58,10 @@ class Lists:
         self.idf = [stats.idf(t) for t in terms]
         self.ideal = keyword.ideal(self.idf)
         first = max(FIRST_DEPTH, 2 * (request.offset + request.limit))
-        # a term's postings in the head rows, at most (a past overlay may have taken some out of the stats)
-        self.sizes = [stats.frequency(t) + excluded for t in terms]
+        # a term's postings in the head rows, at most (a past overlay may have taken some out of the stats); the
+        # branch's own frequencies when ``stats`` are a fan-out's (engram.index.corpus): the bound, stretched by
+        # their average length, holds for any statistics, and only the lists' lengths are the branch's
+        self.sizes = [(local or stats).frequency(t) + excluded for t in terms]
         self.depths: dict[int, int] = {i: self._term_depth(i, first) for i in range(len(terms))}
         if self.vector is not None:
             # A filtered HNSW scan walks past the items the filter rejects, and costs: a semantic search starts
@@ -124,6 +128,34 @@ class Lists:
         if self.newest:
             recency = float(recency_score(np.asarray([int(last[NEWEST])], np.int64), now, p.half_life_hours)[0])
         return p.similarity * similarity + p.confidence * confidence + p.recency * recency + SLACK
+
+    def bounds(self, values: dict[int, npt.NDArray[np.float64]], ref: float, cap: float) -> npt.NDArray[np.float64]:
+        """The best scores items read but not scored yet could have, as :meth:`bound` for an unread item:
+        ``values[i]`` holds each item's value on list ``i`` (NaN: not read there; the list's last value bounds
+        it then), an item off the vector lists has a cosine of ``cap`` at most, and confidence and recency
+        count as 1."""
+        n = len(next(iter(values.values()))) if values else 0
+        stretch = max(1.0, self.stats.avgdl / ref) if ref > 0 else 1.0
+        kw = np.zeros(n)
+        for i, idf in enumerate(self.idf):
+            fill = self.last[i] if i in self.open else 0.0
+            found = values.get(i)
+            kw += idf * stretch * (np.full(n, fill) if found is None else np.where(np.isnan(found), fill, found))
+        kw = kw * (1 + SLACK) + SLACK
+        keyword_part = np.where(kw > SLACK, np.tanh(kw / self.ideal), 0.0) if self.ideal > 0 else np.zeros(n)
+        cosine = np.full(n, cap)
+        for i in (VECTOR, FRESH):
+            if i in values:
+                cosine = np.where(np.isnan(values[i]), cosine, values[i])
+        cosine = np.clip(cosine, 0.0, 1.0)
+        if self.mode == "keyword":
+            similarity = keyword_part
+        elif self.mode == "semantic":
+            similarity = cosine
+        else:
+            similarity = KEYWORD_WEIGHT * keyword_part + SEMANTIC_WEIGHT * cosine
+        p = self.profile
+        return p.similarity * similarity + p.confidence + p.recency + SLACK
 
     def _contributions(self, ref: float) -> dict[int, float]:
         """Each open term list's share of the bound's BM25: idf x (impact bound at the current length)."""

@@ -13,6 +13,12 @@ answer is final, else the depth grows fourfold. Cost grows with the query terms'
 read (few for rare terms, whose lists end early; common terms have small idfs and stop mattering), not
 with the branch. The vector list is as exact as the HNSW index (approximate above ``exact_below``).
 
+A search's first statement reads the branch's index head with its query terms' statistics
+(:meth:`PgQuery.start`); the first round reads the lists and the rows of every item on them in one more.
+A later round reads again only the lists that deepened, and fetches the row of an item read only when
+its bound (its values on the lists that gave it, the lists' last values elsewhere) can still reach the
+page found so far: most items of a common word's deeper postings are never fetched.
+
 A search in the past adds an overlay (:class:`PastOverlay`): the head rows of the items that differ are
 left out, and the past versions of those items are scored in Python with the past corpus statistics.
 """
@@ -30,8 +36,8 @@ import numpy as np
 from engram import codec
 from engram.errors import EmbedderError
 from engram.index import keyword
-from engram.index import text as analysis
 from engram.index.cache import embed_through
+from engram.index.corpus import query_terms
 from engram.index.docs import Doc, confidence_of
 from engram.index.pglists import CONFIDENT, FRESH, NEWEST, SLACK, VECTOR, Lists
 from engram.index.pgrows import counts_of, like_prefix, vector_text
@@ -68,6 +74,35 @@ class PastOverlay:
     df_delta: Counter[str] = field(default_factory=Counter)
 
 
+#: The first statement of a search (:meth:`PgQuery.start`): the branch's index head, the planner's count of the
+#: vectors in the database's HNSW index, and the document frequency of each query term (NULL: no item holds it).
+_START = (
+    "SELECT h.root, h.model, h.fields, h.docs, h.length, h.vector_error, h.ref_avgdl, h.vector_pending, "
+    "(SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'engram_doc_vectors'::regclass), "
+    "ARRAY(SELECT t.df FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS u (term, n) LEFT JOIN engram_index_terms t "
+    "ON t.repo = h.repo AND t.branch = h.branch AND t.term = u.term ORDER BY u.n) "
+    "FROM engram_index_heads h WHERE h.repo = %(repo)s AND h.branch = %(branch)s"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """A branch's index head as a search starts: the root its rows reflect and the configuration (model,
+    fields) that wrote them, its indexed items and their total length, why its vectors failed (None: they did
+    not), the reference average length of its impacts, its items waiting for a vector, the vectors in the
+    database's HNSW index (an estimate), and the document frequencies of the query's terms."""
+
+    root: bytes
+    config: tuple[str, str]
+    docs: int
+    length: int
+    vector_error: str | None
+    ref_avgdl: float
+    pending: int
+    hnsw: int
+    df: dict[str, int]
+
+
 class PgQuery:
     """One search of one indexed branch (and optional past overlay)."""
 
@@ -101,6 +136,22 @@ class PgQuery:
             self.params["excluded"] = overlay.excluded
         self.excluded = 0 if overlay is None else len(overlay.excluded)
         self.records: dict[bytes, Record] = {}
+        #: A ranked search's state across rounds: each list's depth read, its items and their values; the
+        #: cosines known (from the vector lists, or fetched); the items decided (fetched, or unable to rank).
+        self._read_to: dict[int, int] = {}
+        self._lists: dict[int, dict[bytes, float]] = {}
+        self._near: dict[bytes, float] = {}
+        self._fetched: dict[bytes, float] = {}
+        #: An item read whose bound is under the page's last score so far cannot reach the page: it is never
+        #: fetched. Off the vector lists its cosine counts as 1 unless they are exact (the last cosine of an
+        #: HNSW scan bounds the others only approximately); with that last cosine instead, its bound is held
+        #: against the lower floor :meth:`_cosines` measures, which decides the same items as when every item
+        #: read is fetched.
+        self._page = -math.inf
+        self._floor = -math.inf
+        self._probed: set[bytes] = set()
+        self._terms: list[str] = []
+        self._query_text = ""
         self.extra = [] if overlay is None else [d for d in overlay.docs if self._in_scope(d)]
         for doc in self.extra:
             self.records[doc.key] = doc.record
@@ -111,11 +162,25 @@ class PgQuery:
             expires is None or expires > self.now
         )
 
-    def run(self) -> Hits:
-        """The page of hits."""
+    def start(self) -> Start | None:
+        """What the search reads first, in one statement: the branch's index head and the document frequencies
+        of the query's terms; None when the branch has no rows."""
+        text, mode = self.request.text, self.request.mode
+        terms = query_terms(text) if text is not None and mode != "semantic" else []
+        row = self.s.db.run(_START, {**self.params, "terms": terms})
+        if not row:
+            return None
+        root, model, fields, docs, length, error, ref, pending, hnsw, df = row[0]
+        return Start(
+            bytes(root), (model, fields), int(docs), int(length), error, float(ref), int(pending), int(hnsw),
+            {t: int(n) for t, n in zip(terms, df, strict=True) if n is not None},
+        )  # fmt: skip
+
+    def run(self, start: Start) -> Hits:
+        """The page of hits, from the head read by :meth:`start`."""
         if self.request.text is None:
             return self._listing()
-        return self._ranked(self.request.text)
+        return self._ranked(self.request.text, start)
 
     # ------------------------------------------------------------------ listing
 
@@ -140,40 +205,44 @@ class PgQuery:
 
     # ------------------------------------------------------------------ ranked
 
-    def _ranked(self, text: str) -> Hits:
+    def _ranked(self, text: str, head: Start) -> Hits:
         s, request = self.s, self.request
-        head = s.db.run(
-            "SELECT docs, length, vector_error, ref_avgdl, (SELECT greatest(reltuples, 0)::bigint FROM pg_class "
-            "WHERE oid = 'engram_doc_vectors'::regclass), vector_pending FROM engram_index_heads "
-            "WHERE repo = %s AND branch = %s",
-            (s.db.repo, self.branch),
-        )[0]
         plan = plan_mode(
-            request.mode, has_embedder=s.embedder is not None, vector_error=head[2], embed=lambda: s.query_vector(text)
-        )
-        terms = list(dict.fromkeys(analysis.terms(text))) if plan.mode != "semantic" else []
-        stats = self._stats(terms, int(head[0]), int(head[1]))
+            request.mode, has_embedder=s.embedder is not None, vector_error=head.vector_error,
+            embed=lambda: s.query_vector(text),
+        )  # fmt: skip
+        terms = query_terms(text) if plan.mode != "semantic" else []
+        local = with_overlay(keyword.Stats(head.docs, head.length), head.df, terms, self.overlay)
+        stats = local if request.stats is None else request.stats.stats()  # a fan-out's (engram.index.corpus)
         want = request.offset + request.limit
         lists = Lists(
             terms,
             plan,
             request,
             stats,
-            exact=s.exact(int(head[0]), int(head[4])),
+            exact=s.exact(head.docs, head.hnsw),
             excluded=self.excluded,
             filtered=self.pushdown,
+            local=local,
         )
-        ref = float(head[3])
+        ref = head.ref_avgdl
         model = s.model if plan.vector is not None else None
         self._query_text = vector_text(plan.vector) if plan.vector is not None else ""
+        self._terms = terms
+        rows: list[tuple[Any, ...]] = []
         while True:
-            summary, rows = self._read(lists) if lists.any() else ({}, [])
-            lists.read(summary)
+            if lists.any():
+                rows += self._read(lists, fetch=not self._read_to)
+                lists.read(self._summary())
+                if self._probed != self._items():
+                    rows += self._probe(self._promising(lists, ref))
             keys, signals = self._signals(rows, terms, plan, stats, lists.cosine_cap())
             ranking = rank(signals, plan.mode, request.profile, self.now, request.min_score, embedder=model)
             chosen = select(ranking.order(keys.__getitem__, want), request.offset, request.limit, self._admit(keys))
             if lists.settled(ranking, chosen, request, lists.bound(ref, self.now)):
                 break
+            if len(chosen) >= request.limit > 0:
+                self._page = ranking.score(chosen[-1])
             lists.deepen(ref)
         self._load([keys[i] for i in chosen])
         hits = []
@@ -181,13 +250,14 @@ class PgQuery:
             found = self._hit(keys[i])
             explained = ranking.explain(i) if request.explain else None
             hits.append(Hit(found.namespace, found.key, found.record, ranking.score(i), explained))
-        return Hits(hits, plan.mode, plan.requested, plan.degraded, int(head[5]))
+        return Hits(hits, plan.mode, plan.requested, plan.degraded, head.pending)
 
-    def _read(self, lists: Lists) -> tuple[dict[int, tuple[int, float]], list[tuple[Any, ...]]]:
-        """Each list's first items in scope (to ``depth``; all of a short term list): per list, how many were
-        read and its last value; and the items read, each with its raw signals (its cosine when the vector
-        list holds it, else NaN)."""
-        depths = lists.depths
+    def _read(self, lists: Lists, *, fetch: bool) -> list[tuple[Any, ...]]:
+        """Read the lists whose depth grew since the last round (each from its start: a list is a prefix of its
+        order), remembering each list's items and values; with ``fetch`` (the first round), also the rows of
+        every item read, in the same statement. Returns the rows fetched (:meth:`_probe`'s)."""
+        depths = {**lists.depths, **({FRESH: lists.depths[VECTOR]} if VECTOR in lists.depths else {})}
+        grown = {i: n for i, n in depths.items() if self._read_to.get(i) != n}
         params = {**self.params, **{f"n{i}": depths[i] for i in range(len(lists.terms))}}
         params["nv"], params["nn"], params["nc"] = (depths.get(k, 0) for k in (VECTOR, NEWEST, CONFIDENT))
         where = " AND ".join(self.where)
@@ -196,12 +266,13 @@ class PgQuery:
         parts = []
         for i, term in enumerate(lists.terms):
             params[f"t{i}"] = term
-            parts.append(
-                f"(SELECT {i} AS l, p.key, p.impact::float8 AS v FROM engram_postings p WHERE p.repo = %(repo)s "
-                f"AND p.branch = %(branch)s AND p.term = %(t{i})s {scope.format('p') if self.pushdown else ''}"
-                f"ORDER BY p.impact DESC LIMIT %(n{i})s)"
-            )
-        if lists.vector is not None:
+            if i in grown:
+                parts.append(
+                    f"(SELECT {i} AS l, p.key, p.impact::float8 AS v FROM engram_postings p WHERE p.repo = %(repo)s "
+                    f"AND p.branch = %(branch)s AND p.term = %(t{i})s {scope.format('p') if self.pushdown else ''}"
+                    f"ORDER BY p.impact DESC LIMIT %(n{i})s)"
+                )
+        if lists.vector is not None and VECTOR in grown:
             dim = len(lists.vector)
             params["q"] = self._query_text
             order = (
@@ -215,50 +286,110 @@ class PgQuery:
                     f"ORDER BY {by or 'v.embedding <#> %(q)s'} LIMIT %(nv)s)"
                 )
         for list_id, column, limit in ((NEWEST, "updated", "nn"), (CONFIDENT, "confidence", "nc")):
-            if list_id in depths:
+            if list_id in grown:
                 parts.append(
                     f"(SELECT {list_id}, d.key, d.{column}::float8 FROM engram_docs d WHERE {where} AND d.indexed "
                     f"ORDER BY d.{column} DESC LIMIT %({limit})s)"
                 )
-        tfs = "".join(
-            f", coalesce(d.tf_list[array_position(d.term_list, %(t{i})s)], 0)" for i in range(len(lists.terms))
-        )
-        empty = ", NULL::real" * len(lists.terms)
+        self._read_to.update(grown)
+        if not parts:
+            return []
         sql = (
             f"WITH lists (l, key, v) AS MATERIALIZED ({' UNION ALL '.join(parts)}) "
-            f"SELECT l, count(*), min(v), NULL::bytea, NULL::bigint, NULL::real, NULL::integer{empty} "
-            f"FROM lists GROUP BY l UNION ALL SELECT l, NULL, v, key, NULL, NULL, NULL{', NULL' * len(lists.terms)} "
-            f"FROM lists WHERE l IN ({VECTOR}, {FRESH}) "
-            f"UNION ALL SELECT NULL, NULL, NULL, d.key, d.updated, d.confidence, d.length{tfs} FROM engram_docs d "
-            f"WHERE {where} AND d.indexed AND d.key = ANY(ARRAY(SELECT DISTINCT key FROM lists))"
+            f"SELECT l, key, v{self._columns(True)} FROM lists"
         )
-        with self.s.db.connection() as conn, conn.pipeline():  # one round trip for both statements
-            # Session settings (the pooled connection keeps them; they only steer HNSW scans).
-            conn.execute(
-                "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false), "
-                "set_config('hnsw.ef_search', %s, false)",
-                (str(min(max(params["nv"], 40), 1000)),),
+        if fetch:
+            sql += (
+                f" UNION ALL SELECT NULL, d.key, NULL{self._columns(False)} FROM engram_docs d WHERE {where} "
+                "AND d.indexed AND d.key = ANY(ARRAY(SELECT DISTINCT key FROM lists))"
             )
+        with self.s.db.connection() as conn, conn.pipeline():  # one round trip for both statements
+            if VECTOR in grown:  # session settings (the pooled connection keeps them; they only steer HNSW scans)
+                conn.execute(
+                    "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false), "
+                    "set_config('hnsw.ef_search', %s, false)",
+                    (str(min(max(params["nv"], 40), 1000)),),
+                )
             cursor = conn.execute(sql, params, binary=True, prepare=False)  # a generic plan cannot see depths
-            rows = cursor.fetchall()
-        summary = {int(r[0]): (int(r[1]), float(r[2])) for r in rows if r[3] is None}
-        near = {bytes(r[3]): float(r[2]) for r in rows if r[0] is not None and r[3] is not None}
-        nan = math.nan
-        return summary, [(r[3], *r[4:7], near.get(bytes(r[3]), nan), *r[7:]) for r in rows if r[0] is None]
+            found = cursor.fetchall()
+        read: dict[int, dict[bytes, float]] = {i: {} for i in grown}
+        rows = []
+        for r in found:
+            if r[0] is None:
+                rows.append((r[1], *r[3:]))
+            else:
+                read[r[0]][bytes(r[1])] = r[2]
+        self._lists.update(read)
+        for i in (VECTOR, FRESH):
+            self._near.update(read.get(i, {}))
+        if fetch:
+            self._probed.update(self._items())
+        return rows
+
+    def _columns(self, empty: bool) -> str:
+        """The signal columns of an item's row (``updated``, confidence, length, each query term's frequency) as
+        the statements select them from ``engram_docs d``; NULLs with ``empty``."""
+        if empty:
+            return ", NULL::bigint, NULL::real, NULL::integer" + ", NULL::real" * len(self._terms)
+        return ", d.updated, d.confidence, d.length" + "".join(
+            f", coalesce(d.tf_list[array_position(d.term_list, %(t{i})s)], 0)" for i in range(len(self._terms))
+        )
+
+    def _items(self) -> set[bytes]:
+        """Every item the lists read so far."""
+        return set().union(*self._lists.values()) if self._lists else set()
+
+    def _summary(self) -> dict[int, tuple[int, float]]:
+        """Per list read: how many items it gave and its last value."""
+        return {i: (len(found), min(found.values())) for i, found in self._lists.items() if found}
+
+    def _promising(self, lists: Lists, ref: float) -> list[bytes]:
+        """The items read but not fetched yet that could still reach the page (see ``_page``): an item's bound
+        takes its values on the lists that gave it, and the lists' last values elsewhere."""
+        keys = list(self._items() - self._probed)
+        self._probed.update(keys)
+        if (self._page == -math.inf and self._floor == -math.inf) or not keys:
+            return keys
+        where = {key: n for n, key in enumerate(keys)}
+        values = {}
+        for i, found in self._lists.items():
+            column = np.full(len(keys), np.nan)
+            for key, value in found.items():
+                n = where.get(key)
+                if n is not None:
+                    column[n] = value
+            values[i] = column
+        cap = lists.cosine_cap()
+        keep = lists.bounds(values, ref, cap if lists.exact else 1.0) >= self._page
+        if self._floor > -math.inf:
+            keep &= lists.bounds(values, ref, cap) >= self._floor
+        return [key for key, kept in zip(keys, keep.tolist(), strict=True) if kept]
+
+    def _probe(self, keys: list[bytes]) -> list[tuple[Any, ...]]:
+        """The rows (signals) of these items, in scope and searchable."""
+        if not keys:
+            return []
+        params = {**self.params, "keys": keys, **{f"t{i}": t for i, t in enumerate(self._terms)}}
+        sql = (
+            f"SELECT d.key{self._columns(False)} FROM engram_docs d WHERE {' AND '.join(self.where)} "
+            "AND d.indexed AND d.key = ANY(%(keys)b)"
+        )
+        return self._fetch(sql, params)
 
     def _signals(
         self, rows: list[tuple[Any, ...]], terms: list[str], plan: ModePlan, stats: keyword.Stats, cap: float
     ) -> tuple[list[bytes], Signals]:
         """The candidates (rows read, then the overlay's documents) and their raw signals."""
         keys = [bytes(row[0]) for row in rows]
-        width = 4 + len(terms)
+        width = 3 + len(terms)
         columns = [np.asarray(c, dtype=np.float64) for c in zip(*(r[1:] for r in rows), strict=True)]
         columns = columns or [np.zeros(0)] * width
         updated = columns[0].astype(np.int64)
         confidence = columns[1].astype(np.float32)
         lengths = columns[2].astype(np.float32)
-        cosine = columns[3]
-        tfs = [c.astype(np.float32) for c in columns[4:]]
+        near, nan = self._near, math.nan
+        cosine = np.asarray([near.get(key, nan) for key in keys], dtype=np.float64)
+        tfs = [c.astype(np.float32) for c in columns[3:]]
         eligible = np.ones(len(keys), dtype=bool)
         if self.extra:
             extra = self.extra
@@ -299,7 +430,9 @@ class PgQuery:
     ) -> None:
         """Fill in the cosines the vector lists did not give (NaN), in place: only of the candidates that can
         still reach the page with the highest cosine an item off those lists can have (``cap``, the lists'
-        last cosine; 0 when they hold every vector in scope); the others cannot rank: they become ineligible."""
+        last cosine; 0 when they hold every vector in scope); the others cannot rank: they become ineligible.
+        Cosines fetched in an earlier round are not fetched again; the floor they are measured against (the
+        page's last score with the vector lists' cosines alone) is kept for the next round's reads."""
         unknown = np.isnan(cosine)
         if not unknown.any():
             return
@@ -316,12 +449,14 @@ class PgQuery:
             sure = eligible & ((bm25 > 0) | (~unknown & (cosine > 0)))  # certain to have evidence
             if sure.sum() >= want:
                 floor = np.partition(low[sure], -want)[-want]
+                self._floor = float(floor) - SLACK
                 top = max(min(cap, 1.0), 0.0)
                 high = p.similarity * (kw + SEMANTIC_WEIGHT * np.where(unknown, top, known)) + base
                 need &= high >= floor - SLACK
         chosen = np.flatnonzero(need)
-        found: dict[bytes, float] = {}
-        if len(chosen):
+        fetched = self._fetched
+        missing = [keys[i] for i in chosen if keys[i] not in fetched]
+        if missing:
             rows = self.s.db.run(
                 " UNION ALL ".join(
                     f"SELECT key, -(embedding <#> %(q)s::vector)::float8 FROM {table} "
@@ -332,11 +467,12 @@ class PgQuery:
                     "q": self._query_text,
                     "repo": self.s.db.repo,
                     "branch": self.branch,
-                    "keys": [keys[i] for i in chosen],
+                    "keys": missing,
                 },
             )
-            found = {bytes(k): float(c) for k, c in rows}
-        cosine[chosen] = [found.get(keys[i], 0.0) for i in chosen]
+            fetched.update(dict.fromkeys(missing, 0.0))  # no vector: 0
+            fetched.update((bytes(k), float(c)) for k, c in rows)
+        cosine[chosen] = [fetched[keys[i]] for i in chosen]
         dropped = unknown & ~need
         cosine[dropped] = 0.0
         eligible[dropped] = False
@@ -355,23 +491,6 @@ class PgQuery:
                 return out
             out[wanted] = np.stack(vectors) @ plan.vector
         return out
-
-    def _stats(self, terms: list[str], total: int, length: int) -> keyword.Stats:
-        """The corpus statistics of the query's terms (with the overlay's difference, in the past)."""
-        overlay = self.overlay
-        stats = keyword.Stats(total, length)
-        if overlay is not None:
-            stats.docs += overlay.docs_delta
-            stats.length += overlay.length_delta
-        if terms:
-            rows = self.s.db.run(
-                "SELECT term, df FROM engram_index_terms WHERE repo = %s AND branch = %s AND term = ANY(%s)",
-                (self.s.db.repo, self.branch, terms),
-            )
-            stats.df.update({term: int(n) for term, n in rows})
-            if overlay is not None:
-                stats.df.update({t: overlay.df_delta[t] for t in terms if t in overlay.df_delta})
-        return stats
 
     # ------------------------------------------------------------------ records
 
@@ -406,4 +525,28 @@ class PgQuery:
             return list(conn.execute(sql, params, binary=True).fetchall())
 
 
-__all__ = ["PastOverlay", "PgQuery"]
+def term_stats(
+    engine: PgEngine, branch: str, terms: list[str], total: int, length: int, overlay: PastOverlay | None = None
+) -> keyword.Stats:
+    """The corpus statistics of ``terms`` in a branch of ``total`` indexed items of ``length`` terms in all
+    (with the overlay's difference, in the past)."""
+    rows = engine.db.run(
+        "SELECT term, df FROM engram_index_terms WHERE repo = %s AND branch = %s AND term = ANY(%s)",
+        (engine.db.repo, branch, terms),
+    ) if terms else []  # fmt: skip
+    return with_overlay(keyword.Stats(total, length), {term: int(n) for term, n in rows}, terms, overlay)
+
+
+def with_overlay(
+    stats: keyword.Stats, df: dict[str, int], terms: list[str], overlay: PastOverlay | None
+) -> keyword.Stats:
+    """``stats`` with the document frequencies ``df`` of ``terms``, and the overlay's difference (in the past)."""
+    stats.df.update(df)
+    if overlay is not None:
+        stats.docs += overlay.docs_delta
+        stats.length += overlay.length_delta
+        stats.df.update({t: overlay.df_delta[t] for t in terms if t in overlay.df_delta})
+    return stats
+
+
+__all__ = ["PastOverlay", "PgQuery", "Start", "term_stats", "with_overlay"]

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from engram.backends.postgres import ASYNC_COMMIT
 from engram.hashing import ChunkId
 from engram.index import keyword
 from engram.index.docs import Doc, confidence_of
@@ -138,7 +139,7 @@ def write(
         if vector is not None:
             embedding = vector_text(vector) if small else _vector_bytes(vector)
             vectors.append((repo, branch, doc.key, len(vector), embedding))
-    changed = {t: d for t, d in df.items() if d}
+    changed = {t: df[t] for t in sorted(df) if df[t]}  # in the primary key's order
     if small:
         with conn.pipeline():
             _insert(conn, rows_out, postings, vectors)
@@ -149,6 +150,7 @@ def write(
             progress(len(rows_out))
         return
     _copy(conn, f"engram_docs ({_DOC_COLUMNS})", rows_out, progress)
+    postings.sort(key=_index_order)  # in the order of their indexes: each index page is visited once, not per row
     _copy(conn, "engram_postings (repo, branch, term, key, impact)", postings)
     _copy(conn, "engram_doc_vectors_fresh (repo, branch, key, dim, embedding)", vectors, binary=_VECTOR_TYPES)
     if len(rows_out) >= ANALYZE_AFTER:  # a bulk load: refresh the planner's statistics before the next search
@@ -196,10 +198,11 @@ def _finish(
     engram.index.cache.PostgresVectorCache) when the cache is in this database."""
     total, total_length, ref = totals
     if plan.cached:
+        hashes = sorted(plan.cached)  # in the primary key's order
         conn.execute(
             "INSERT INTO engram_vectors (repo, model, text_hash, vector) SELECT %s, %s, h, v "
             "FROM unnest(%b::bytea[], %b::bytea[]) AS t(h, v) ON CONFLICT DO NOTHING",
-            (repo, model, list(plan.cached), list(plan.cached.values())),
+            (repo, model, hashes, [plan.cached[h] for h in hashes]),
         )
     if changed:
         conn.execute(
@@ -228,7 +231,13 @@ def _reimpact(conn: Any, repo: str, branch: str, ref: float) -> None:
             tf = np.asarray(tfs, dtype=np.float32)
             impacts = keyword.bm25(tf, np.full(len(tf), size, dtype=np.float32), 1.0, ref).tolist()
             postings.extend((repo, branch, t, bytes(key), w) for t, w in zip(terms, impacts, strict=True))
+    postings.sort(key=_index_order)
     _copy(conn, "engram_postings (repo, branch, term, key, impact)", postings)
+
+
+def _index_order(posting: tuple[Any, ...]) -> tuple[str, bytes]:
+    """A posting row's (term, key): the order of the postings' indexes within a branch."""
+    return posting[2], posting[3]
 
 
 def _vector_bytes(vector: npt.NDArray[np.float32]) -> bytes:
@@ -263,13 +272,19 @@ def _copy(
 
 def settle(conn: Any, repo: str, batch: int = 256) -> int:
     """Move up to ``batch`` fresh vectors of a repository into the HNSW-indexed table (one transaction, rows
-    locked by a writer skipped); returns how many moved."""
+    locked by a writer skipped); returns how many moved.
+
+    The move commits without waiting for a log flush (:data:`~engram.backends.postgres.ASYNC_COMMIT`): it
+    changes where a vector is kept, not what a search finds, and a crash that loses it leaves the vector in
+    the fresh table (the move is one transaction). The commits of the puts next to it pay no extra fsync.
+    """
     return int(
         conn.execute(
             "WITH moved AS (DELETE FROM engram_doc_vectors_fresh f WHERE (f.repo, f.branch, f.key) IN (SELECT repo, "
             "branch, key FROM engram_doc_vectors_fresh WHERE repo = %s LIMIT %s FOR UPDATE SKIP LOCKED) "
             "RETURNING f.repo, f.branch, f.key, f.dim, f.embedding) "
-            "INSERT INTO engram_doc_vectors (repo, branch, key, dim, embedding) SELECT * FROM moved "
+            "INSERT INTO engram_doc_vectors (repo, branch, key, dim, embedding) "
+            f"SELECT m.repo, m.branch, m.key, m.dim, m.embedding FROM moved m, {ASYNC_COMMIT} "
             "ON CONFLICT (repo, branch, key) DO UPDATE SET dim = excluded.dim, embedding = excluded.embedding",
             (repo, batch),
         ).rowcount

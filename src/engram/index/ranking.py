@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.errors import EmbedderError, InvalidInputError
+from engram.index.corpus import CorpusStats
 from engram.objects import Record
 
 #: Weights of the two signals in a hybrid search's similarity (they sum to 1); see ADR 0002.
@@ -86,7 +87,8 @@ class Request:
     """One search as an engine sees it: plain values (the memory API builds it from a ``SearchOp``).
 
     ``accept`` is the exact filter on an item's value (None: no filter); engines may pre-filter with a
-    superset of it, never a subset.
+    superset of it, never a subset. ``stats``: corpus statistics to score keywords with instead of the
+    engine's own (a fan-out over several repositories passes their sum, :mod:`engram.index.corpus`).
     """
 
     prefix: tuple[str, ...]
@@ -98,6 +100,7 @@ class Request:
     min_score: float | None = None
     explain: bool = False
     accept: Callable[[dict[str, Any]], bool] | None = None
+    stats: CorpusStats | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from itertools import repeat
 
 import Stemmer
 
@@ -32,6 +33,7 @@ _stemmer = Stemmer.Stemmer("english")
 #: time. Emptied when it reaches this many words (hashes and other one-off tokens would grow it forever).
 KNOWN_MAX = 200_000
 _known: dict[str, str | None] = {}
+_UNKNOWN = object()  # what a lookup of a word not seen yet gives
 
 
 def _analyse(word: str) -> str | None:
@@ -45,16 +47,18 @@ def _analyse(word: str) -> str | None:
     return str(_stemmer.stemWord(word[:MAX_WORD]))
 
 
+def _learn(word: str) -> str | None:
+    """Analyse a word not seen yet and remember its term."""
+    if len(_known) >= KNOWN_MAX:
+        _known.clear()
+    term = _known[word] = _analyse(word)
+    return term
+
+
 def terms(text: str) -> list[str]:
     """The index terms of a text, in order (stop words removed, words stemmed)."""
-    known = _known
-    out: list[str] = []
-    for word in _WORD.findall(text.lower()):
-        term = known.get(word, word)  # the word itself (this very object) when it is not known yet
-        if term is word and word not in known:
-            if len(known) >= KNOWN_MAX:
-                known.clear()
-            term = known[word] = _analyse(word)
-        if term is not None:
-            out.append(term)
-    return out
+    words = _WORD.findall(text.lower())
+    found: list[object] = list(map(_known.get, words, repeat(_UNKNOWN)))  # the lookups in C, no Python loop
+    if _UNKNOWN in found:
+        found = [_learn(w) if t is _UNKNOWN else t for w, t in zip(words, found, strict=True)]
+    return [t for t in found if t is not None]  # type: ignore[misc]

@@ -13,6 +13,7 @@ slots that a snapshot or a compaction does (only the array is rewritten).
 from __future__ import annotations
 
 import atexit
+import ctypes
 import threading
 import weakref
 from pathlib import Path
@@ -28,6 +29,8 @@ ANN_MIN = 20_000
 #: Vectors moved from the tail into the graph per step of the background builder (each step holds the
 #: index's lock: at ~2,000 inserts/s on one core this keeps a concurrent query's wait near 30 ms).
 STEP = 64
+#: A background build that moved this many vectors gives the freed heap back to the system when it ends.
+TRIM_AFTER = 10_000
 #: A filtered query scores its eligible vectors exactly (instead of asking the graph) up to this many.
 GATHER_MAX = 4_000
 
@@ -45,6 +48,17 @@ def _stop_builders() -> None:
     _EXITING.set()
     for thread in list(_BUILDERS):
         thread.join()
+
+
+def give_back_memory() -> None:
+    """Return the heap pages freed since (decoded documents, vector bytes read, a drained tail) to the
+    operating system: glibc keeps them otherwise (~50-70 MB after a 100k bulk load and again after its graph
+    build). Does nothing where ``malloc_trim`` is missing."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError, TypeError):  # not glibc (or no C library to load by that name)
+        return
+    trim(0)
 
 
 def _lookup(table: npt.NDArray[np.int64], slots: Slots) -> Slots:
@@ -203,8 +217,11 @@ class VectorIndex:
             self._builder.start()
 
     def _build_until_exit(self) -> None:
-        while not _EXITING.is_set() and self.build(STEP):
-            pass
+        moved = 0
+        while not _EXITING.is_set() and (step := self.build(STEP)):
+            moved += step
+        if moved >= TRIM_AFTER:
+            give_back_memory()
 
     def build(self, limit: int | None = None, *, threads: int = 1) -> int:
         """Move (up to ``limit``) tail vectors into the graph, a step at a time, inserting with ``threads``

@@ -6,9 +6,10 @@ query embedded) and its search index (engine, and commits behind the head); give
 answers a ref read; and the state of every tracked circuit breaker (:mod:`engram.ops.metrics`). It answers
 within its deadline whatever they do: each check runs on a worker thread, and a check still running at the
 deadline is reported down with "timed out". A check that hangs is not started again while it runs: later
-calls wait for the same one, so a stuck database never piles up threads. Only the store decides readiness;
-any other component that fails makes the status ``degraded``. The breakers are listed, not judged: a
-breaker's state is process-wide, and the component behind an open breaker fails its own check anyway.
+calls wait for the same one, so a stuck database never piles up threads. Only the store (and the ``essential``
+checks a caller adds, such as a sharded server's catalog and shards) decides readiness; any other component
+that fails makes the status ``degraded``. The breakers are listed, not judged: a breaker's state is
+process-wide, and the component behind an open breaker fails its own check anyway.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class Readiness:
     """What :func:`readiness` found.
 
     Attributes:
-        ready: the store answered a read and a write in time.
+        ready: the store answered a read and a write in time (and every ``essential`` check passed).
         status: ``ok``; ``degraded`` (ready, but a component such as the Redis cache is down); ``down``.
         checks: each component's status, by name (``store``, ``cache``, ``embedder``, ``index``, ``remotes``,
             ``breakers``; those that do not apply are left out): ``ok``, ``ms`` (latency), ``error`` when it
@@ -61,6 +62,7 @@ def readiness(
     *,
     timeout: float = TIMEOUT,
     remotes: Mapping[str, str] | Callable[[], Mapping[str, str]] | None = None,
+    essential: Mapping[str, Callable[[], Check | None]] | None = None,
 ) -> Readiness:
     """Check the store and every other component, answering within ``timeout`` seconds whatever they do.
 
@@ -69,7 +71,10 @@ def readiness(
     a function returning them, called within the check) are checked by reading one ref from each. A store that
     fails or does not answer in time makes the repository not ready; any other component that does makes it
     ``degraded`` (reads and writes still work: through the store, with keyword search when the embedder is
-    down). The report is also kept for ``/metrics`` (:func:`engram.ops.metrics.record_readiness`).
+    down). ``essential`` are more checks that decide readiness like the store's (name -> a function returning
+    the check's fields, raising :class:`CheckFailed` or any error when it fails; a sharded server's catalog
+    and shards, :class:`engram.ops.shards.health.ShardProbe`); one may report itself ``degraded``. The report
+    is also kept for ``/metrics`` (:func:`engram.ops.metrics.record_readiness`).
     """
     deadline = time.monotonic() + timeout
     direct = isinstance(repo, Repository | Memory)
@@ -126,7 +131,7 @@ def readiness(
         found = {name: _probe_remote(url) for name, url in sorted(named.items())}
         failed = [name for name, check in found.items() if not check["ok"]]
         if failed:
-            raise _Failed(f"unreachable: {', '.join(failed)}", {"remotes": found})
+            raise CheckFailed(f"unreachable: {', '.join(failed)}", {"remotes": found})
         return {"remotes": found}
 
     def breakers() -> Check | None:
@@ -139,8 +144,9 @@ def readiness(
 
     works: list[tuple[str, Callable[[], Check | None]]] = [
         ("store", store), ("cache", cache), ("embedder", embedder), ("index", index), ("remotes", remote_checks),
-        ("breakers", breakers),
+        ("breakers", breakers), *(essential or {}).items(),
     ]  # fmt: skip
+    deciding = {"store", *(essential or {})}
     running = {name: _start(owner, name, work) for name, work in works}
     checks: dict[str, Check] = {}
     for name, future in running.items():
@@ -148,18 +154,19 @@ def readiness(
             found = future.result(timeout=max(deadline - time.monotonic(), 0.0))
         except FutureTimeout:
             found = {"ok": False, "ms": round(timeout * 1000, 2), "error": f"timed out after {timeout:g} s"}
-            if name != "store":
+            if name not in deciding:
                 found["degraded"] = True
         if found is not None:
             checks[name] = found
-    ready = bool(checks["store"]["ok"])
-    degraded = any(check.get("degraded") or not check.get("ok") for name, check in checks.items() if name != "store")
+    ready = all(checks[name]["ok"] for name in deciding if name in checks)
+    degraded = any(check.get("degraded") or (not check.get("ok") and name not in deciding)
+                   for name, check in checks.items())  # fmt: skip
     report = Readiness(ready, "down" if not ready else "degraded" if degraded else "ok", checks)
     metrics.record_readiness(report)
     return report
 
 
-class _Failed(Exception):
+class CheckFailed(Exception):
     """A check that failed with details to report beside its error."""
 
     def __init__(self, message: str, details: Check) -> None:
@@ -211,7 +218,7 @@ def _run(key: tuple[int, str], future: Future[Check | None], work: Callable[[], 
         result = None if found is None else {"ok": True, **found}
     except Exception as exc:  # a check reports every failure; it never raises
         result = {"ok": False, "error": str(exc) or type(exc).__name__}
-        if isinstance(exc, _Failed):
+        if isinstance(exc, CheckFailed):
             result.update(exc.details)
     if result is not None:
         result["ms"] = round((time.perf_counter() - started) * 1000, 2)
@@ -221,4 +228,4 @@ def _run(key: tuple[int, str], future: Future[Check | None], work: Callable[[], 
     future.set_result(result)
 
 
-__all__ = ["TIMEOUT", "Readiness", "probe_store", "readiness"]
+__all__ = ["TIMEOUT", "Check", "CheckFailed", "Readiness", "probe_store", "readiness"]

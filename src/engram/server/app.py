@@ -511,7 +511,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
         redoc_url=None,
     )
     app.state.engram = state
-    app.state.replicas = ReplicaRouter(config, local)  # read replicas (issue #17)
+    app.state.replicas = ReplicaRouter(config, local, shards=state.tenants.router)  # read replicas (issue #17)
     install(app, config.max_body)
     app.add_middleware(ConsistencyHeaders)
     for routes in (store, v1):

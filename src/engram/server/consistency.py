@@ -5,7 +5,8 @@ Every write answers with the commit it made as a token, ``Engram-Commit: <branch
 request header (several, comma-separated); a server with read replicas (``ServerConfig.replicas``, ``--replica``,
 or ``?replica=`` in the store URL) serves it from a replica only if the replica has every token's commit
 (:mod:`engram.store.replicas`), else from the primary, and says which in ``Engram-Served-By: replica|primary``.
-A read without a token goes to a healthy replica that lags at most ``replica_max_lag`` seconds.
+A read without a token goes to a healthy replica that lags at most ``replica_max_lag`` seconds. With a shard
+catalog, each shard's replicas are recorded in the catalog and serve the reads of that shard's tenants.
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram.errors import ConfigError, NotFoundError, StorageError
 from engram.objects import Commit
+from engram.ops.shards.router import GatedRefStore
 from engram.store import Memory, tenant_url
 from engram.store.connect import POSTGRES_SCHEMES
 from engram.store.replicas import Replica, ReplicatedStore, Routed, Token, parse_tokens, replica_opener, replica_urls
 
 if TYPE_CHECKING:
+    from engram.ops.shards import ShardRouter
     from engram.server.config import ServerConfig
 
 __all__ = [
@@ -54,64 +57,99 @@ _SERVED = "engram_served_by"
 
 class ReplicaRouter:
     """The server's read replicas: one :class:`~engram.store.replicas.ReplicatedStore` per tenant (the routing
-    state and the replicas' handles), made on the tenant's first read, at most ``max_open`` kept (LRU)."""
+    state and the replicas' handles), made on the tenant's first read, at most ``max_open`` kept (LRU).
 
-    def __init__(self, config: ServerConfig, local: bool, max_open: int = 256) -> None:
+    Without a shard catalog the replicas are the server's (``replicas``, ``?replica=``), each serving every
+    tenant's repository. With one (``shards``, the tenant pool's :class:`~engram.ops.shards.ShardRouter`) each
+    tenant reads from the replicas the catalog records for the shard its store is on (``engram shard
+    set-replicas``); a tenant whose shard or whose shard's replicas changed gets a new replicated store.
+    """
+
+    def __init__(
+        self, config: ServerConfig, local: bool, max_open: int = 256, *, shards: ShardRouter | None = None
+    ) -> None:
         self.urls = [*replica_urls(config.store), *getattr(config, "replicas", ())]
         self.max_lag = float(getattr(config, "replica_max_lag", 10.0))
         self.store = config.store
         self.local = local
         self.max_open = max_open
+        self.shards = shards
         if self.urls and not (config.store or "").startswith(POSTGRES_SCHEMES):
             raise ConfigError("read replicas are PostgreSQL standbys: the store must be a postgresql:// URL")
-        if self.urls and getattr(config, "shard_catalog", None) is not None:
-            raise ConfigError("read replicas and a shard catalog cannot be combined yet: give one or the other")
-        self._stores: OrderedDict[str, ReplicatedStore] = OrderedDict()
+        if self.urls and (shards is not None or getattr(config, "shard_catalog", None) is not None):
+            raise ConfigError("with a shard catalog, each shard's read replicas are in the catalog: "
+                              "engram shard set-replicas NAME --replica URL (not --replica on the server)")  # fmt: skip
+        self._stores: OrderedDict[str, tuple[tuple[str, ...], ReplicatedStore]] = OrderedDict()
         self._lock = threading.Lock()
 
     @property
     def enabled(self) -> bool:
-        """True when the server has read replicas."""
-        return bool(self.urls)
+        """True when the server has read replicas (with a shard catalog: when any shard may have them)."""
+        return bool(self.urls) or self.shards is not None
+
+    def _placement(self, tenant: str, primary: Memory) -> tuple[str, list[str]]:
+        """The URL of the tenant's primary store and those of its replicas."""
+        if self.shards is None:
+            primary_url = self.store if self.local else tenant_url(self.store, tenant)
+            return primary_url or "", self.urls if self.local else [tenant_url(url, tenant) for url in self.urls]
+        refs = primary.repo.refs
+        current = self.shards.map()
+        name = refs.shard if isinstance(refs, GatedRefStore) else self.shards.route(tenant).name
+        shard = current.shards.get(name)
+        if shard is None:
+            return "", []  # a store opened on a shard the map no longer lists: the primary serves it
+        return tenant_url(shard.url, tenant), [tenant_url(url, tenant) for url in current.replicas.get(name, ())]
 
     def replicated(self, tenant: str, primary: Memory) -> ReplicatedStore:
-        """The tenant's replicated store (made on first use)."""
+        """The tenant's replicated store (made on first use, and again when its replicas changed)."""
+        primary_url, urls = self._placement(tenant, primary)
+        key = (primary_url, *urls)
         with self._lock:
             found = self._stores.get(tenant)
-            if found is not None:
+            if found is not None and found[0] == key:
                 self._stores.move_to_end(tenant)
-                return found
-        primary_url = self.store if self.local else tenant_url(self.store, tenant)
-        urls = self.urls if self.local else [tenant_url(url, tenant) for url in self.urls]
+                return found[1]
         made = ReplicatedStore(primary, max_lag=self.max_lag)
         made.replicas = [
-            Replica(f"replica-{i + 1}", replica_opener(url, primary_url or "", lambda: made.primary))
+            Replica(f"replica-{i + 1}", replica_opener(url, primary_url, lambda: made.primary))
             for i, url in enumerate(urls)
         ]
         evicted: list[ReplicatedStore] = []
+        chosen = made
         with self._lock:
-            found = self._stores.setdefault(tenant, made)
+            found = self._stores.get(tenant)
+            if found is not None and found[0] == key:
+                evicted.append(made)  # another thread made it meanwhile
+                chosen = found[1]
+            else:
+                if found is not None:
+                    evicted.append(found[1])  # moved, or its replicas changed
+                self._stores[tenant] = (key, made)
+            self._stores.move_to_end(tenant)
             while len(self._stores) > self.max_open:
-                evicted.append(self._stores.popitem(last=False)[1])
-        for store in [*evicted, *([made] if found is not made else [])]:
+                evicted.append(self._stores.popitem(last=False)[1][1])
+        for store in evicted:
             for replica in store.replicas:
                 replica.close()
-        return found
+        return chosen
 
-    def route(self, tenant: str, primary: Memory, tokens: list[Token]) -> tuple[ReplicatedStore, Routed]:
-        """Where a read of ``tenant`` carrying ``tokens`` goes (runs store I/O: call it on a worker thread)."""
+    def route(self, tenant: str, primary: Memory, tokens: list[Token]) -> tuple[ReplicatedStore, Routed | None]:
+        """Where a read of ``tenant`` carrying ``tokens`` goes; None when the tenant has no replicas (runs store
+        I/O: call it on a worker thread)."""
         store = self.replicated(tenant, primary)
+        if not store.replicas:
+            return store, None
         return store, store.route(tokens, primary)
 
     def status(self) -> dict[str, list[dict[str, Any]]]:
         """Each open tenant's replicas' status."""
         with self._lock:
-            return {tenant: store.status() for tenant, store in self._stores.items()}
+            return {tenant: store.status() for tenant, (_, store) in self._stores.items()}
 
     def close(self) -> None:
         """Close every replica handle (the primaries belong to the tenant pool)."""
         with self._lock:
-            stores, self._stores = list(self._stores.values()), OrderedDict()
+            stores, self._stores = [store for _, store in self._stores.values()], OrderedDict()
         for store in stores:
             for replica in store.replicas:
                 replica.close()
@@ -128,6 +166,9 @@ async def routed(request: Request, caller: Any, scope: str) -> AsyncIterator[Non
         yield
         return
     store, where = await run_in_threadpool(router.route, caller.tenant, caller.memory, tokens)
+    if where is None:  # the tenant's shard has no replicas
+        yield
+        return
     caller.memory = where.memory
     caller.served_by = where.served_by
     setattr(request.state, _SERVED, where.served_by)

@@ -22,6 +22,7 @@ from engram.ops import metrics
 from engram.ops.access import LOCAL_TENANT
 from engram.ops.health import TIMEOUT, Readiness, readiness
 from engram.ops.remotes.config import remote_config
+from engram.ops.shards.health import ShardProbe
 from engram.repo import Repository
 from engram.server import schemas as s
 from engram.server.app import State
@@ -49,6 +50,11 @@ class _Ops:
         path = local_file(self.state.config.store)
         if path is not None:
             metrics.track_disk(path.parent)
+        router, catalog = self.state.tenants.router, self.state.config.shard_catalog
+        #: With a shard catalog: the catalog and every shard are probed too, and decide readiness (issue #17).
+        self.essential = {} if router is None or catalog is None else {
+            "shards": ShardProbe(catalog, known=lambda: router.map(refresh=False))
+        }  # fmt: skip
 
     def __call__(self) -> Repository | Memory:
         """The served store (a server without keys), else the base store readiness writes to."""
@@ -65,7 +71,7 @@ class _Ops:
 
     def check(self, timeout: float = TIMEOUT) -> Readiness:
         """Readiness of every component, within ``timeout`` seconds."""
-        return readiness(self, timeout=timeout, remotes=self.remotes)
+        return readiness(self, timeout=timeout, remotes=self.remotes, essential=self.essential)
 
 
 def _ops(request: Request) -> _Ops:
@@ -88,14 +94,17 @@ async def healthz() -> dict[str, Any]:
 
 @routes.get("/readyz", response_model=None, responses={200: {"model": s.Health}, 503: {"model": ErrorBody}})
 async def readyz(request: Request) -> JSONResponse:
-    """Readiness, within a second: the store answers a read and a write (else 503, naming what failed); the
-    cache, embedder, search index, remotes and circuit breakers are reported too, and one that fails makes the
-    status ``degraded`` (still 200: the store answers without it)."""
+    """Readiness, within a second: the store answers a read and a write, and with a shard catalog the catalog
+    and every active shard answer (else 503, naming what failed); the cache, embedder, search index, remotes,
+    circuit breakers and readonly or draining shards are reported too, and one that fails makes the status
+    ``degraded`` (still 200: the store answers without it)."""
     report = await _check(request)
     if not report.ready:
-        reason = report.checks["store"].get("error", "no answer")
+        name = next(n for n in ("store", *_ops(request).essential) if n in report.checks and not report.checks[n]["ok"])
+        reason = report.checks[name].get("error", "no answer")
         details = {"checks": report.checks}
-        return error_response(503, "not_ready", f"the store is not ready: {reason}", details, {"Retry-After": "1"})
+        what = "the shards are" if name == "shards" else f"the {name} is"
+        return error_response(503, "not_ready", f"{what} not ready: {reason}", details, {"Retry-After": "1"})
     return JSONResponse({"status": report.status, "checks": report.checks})
 
 

@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any, Literal, TypeVar
 
 from engram.embed import Embedder
+from engram.index.corpus import CorpusStats
 from engram.index.docs import Phases
 from engram.maintenance import FsckReport, GcReport
 from engram.objects import Commit
@@ -199,14 +200,15 @@ class AsyncMemory:
         min_score: float | None = None,
         refresh_ttl: bool | None = None,
         at: Ref | None = None,
+        stats: CorpusStats | None = None,
     ) -> SearchResults:
         prefix = _validate.namespace(namespace_prefix, allow_empty=True)
         if at is not None:  # a past version: nothing to share a batch with
             return await self._run(  # type: ignore[no-any-return]
                 self.memory.search, prefix, query, filter=filter, limit=limit, offset=offset, mode=mode,
-                profile=profile, explain=explain, min_score=min_score, at=at,
+                profile=profile, explain=explain, min_score=min_score, at=at, stats=stats,
             )  # fmt: skip
-        op = SearchOp(prefix, query, filter, limit, offset, mode, profile, explain, min_score, refresh_ttl)
+        op = SearchOp(prefix, query, filter, limit, offset, mode, profile, explain, min_score, refresh_ttl, stats)
         return (await self.abatch([op]))[0]  # type: ignore[no-any-return]
 
     @twin(Memory.list_namespaces)
@@ -237,6 +239,10 @@ class AsyncMemory:
     @twin(Memory.index_lag)
     async def aindex_lag(self, branch: str | None = None) -> IndexLag:
         return await self._run(self.memory.index_lag, branch)  # type: ignore[no-any-return]
+
+    @twin(Memory.corpus_stats)
+    async def acorpus_stats(self, query: str) -> CorpusStats:
+        return await self._run(self.memory.corpus_stats, query)  # type: ignore[no-any-return]
 
     @twin(Memory.reindex)
     async def areindex(

@@ -17,6 +17,7 @@ from engram.backends.base import now_ms
 from engram.embed import Embedder, embedder_from_spec
 from engram.errors import InvalidInputError
 from engram.hashing import ChunkId
+from engram.index.corpus import CorpusStats
 from engram.index.docs import DocIndex, Phases
 from engram.objects import Commit, Record, decode_record, encode_record
 from engram.repo import Repository
@@ -53,6 +54,10 @@ class _Snapshot(Reader):
 
     def _query_cache(self) -> tuple[QueryCache, str] | None:
         return for_pool(self._memory.pool)
+
+    def _sql_stats(self, query: str) -> CorpusStats | None:
+        sql = self._memory.pool.sql
+        return sql.corpus_stats(self._memory.branch, self._fixed, query) if sql is not None else None
 
     def _execute(self, request: SearchOp, now: int) -> SearchResults:
         sql = self._memory.pool.sql
@@ -194,13 +199,14 @@ class Memory(Reader, Versioned):
         min_score: float | None = None,
         refresh_ttl: bool | None = None,
         at: Ref | None = None,
+        stats: CorpusStats | None = None,
     ) -> SearchResults:
         """Search this branch's head, or the version ``at`` names (see :meth:`Reader.search`)."""
         if at is not None:
             started = time.perf_counter()
             past = self.at(at).search(
                 namespace_prefix, query, filter=filter, limit=limit, offset=offset, mode=mode, profile=profile,
-                explain=explain, min_score=min_score,
+                explain=explain, min_score=min_score, stats=stats,
             )  # fmt: skip
             observe.search_done(past.mode, time.perf_counter() - started)  # metrics (issue #15)
             return past
@@ -215,8 +221,14 @@ class Memory(Reader, Versioned):
             explain,
             min_score,
             refresh_ttl,
+            stats,
         )
         return self.batch([op])[0]  # type: ignore[no-any-return]
+
+    def corpus_stats(self, query: str) -> CorpusStats:
+        """The keyword statistics a search of ``query`` at this branch's head scores with (see
+        :meth:`Reader.corpus_stats`)."""
+        return _Snapshot(self, self._root()).corpus_stats(query)
 
     # ----------------------------------------------------------------- writes
 
@@ -281,7 +293,7 @@ class Memory(Reader, Versioned):
                 started = time.perf_counter()
                 results[i] = found_items = snapshot.search(
                     op.namespace_prefix, op.query, filter=op.filter, limit=op.limit, offset=op.offset, mode=op.mode,
-                    profile=op.profile, explain=op.explain, min_score=op.min_score,
+                    profile=op.profile, explain=op.explain, min_score=op.min_score, stats=op.stats,
                 )  # fmt: skip
                 observe.search_done(found_items.mode, time.perf_counter() - started)  # metrics (issue #15)
                 if self._refreshes(op.refresh_ttl):

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
+from engram.index.corpus import CorpusStats
 from engram.store.ranking import Profile
 
 Mode = Literal["hybrid", "semantic", "keyword"]
@@ -59,7 +60,8 @@ class PutOp:
 
 @dataclass(frozen=True, slots=True)
 class SearchOp:
-    """Search or list items under a namespace prefix."""
+    """Search or list items under a namespace prefix (``stats``: keyword statistics to score with instead of
+    the store's own, for a search fanned out over several repositories; see :mod:`engram.index.corpus`)."""
 
     namespace_prefix: tuple[str, ...]
     query: str | None = None
@@ -71,6 +73,7 @@ class SearchOp:
     explain: bool = False
     min_score: float | None = None
     refresh_ttl: bool | None = None
+    stats: CorpusStats | None = None
 
 
 @dataclass(frozen=True, slots=True)

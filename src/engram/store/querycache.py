@@ -1,10 +1,10 @@
 """A cache of search results that is never stale (issue #15).
 
 A search's results depend only on what it searched (the tree root), what it asked (prefix, query,
-filter, limit, offset, mode, profile, explain, min_score), how the store searches (embedder model,
-indexed fields, engine) and the time. Roots are immutable, so a result keyed by all of that never needs
-a TTL or an invalidation: a write makes a new root, and the next search misses. Time enters twice, and
-both are handled exactly:
+filter, limit, offset, mode, profile, explain, min_score, and the keyword statistics a fan-out passes), how
+the store searches (embedder model, indexed fields, engine) and the time. Roots are immutable, so a result keyed
+by all of that never needs a TTL or an invalidation: a write makes a new root, and the next search misses. Time
+enters twice, and both are handled exactly:
 
 - **expiry**: an item with a TTL drops out of every search once it expires. A cached result records the
   earliest expiry among the items ranked up to the end of its page (``valid_until``) and is not served
@@ -250,6 +250,7 @@ class QueryCache:
                     request.limit, request.offset, request.mode,
                     [profile.similarity, profile.confidence, profile.recency, profile.half_life_hours],
                     bool(request.explain), request.min_score, bucket,
+                    *([] if request.stats is None else [request.stats.key()]),  # a fan-out's statistics
                 ],
                 separators=(",", ":"),
                 allow_nan=False,

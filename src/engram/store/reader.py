@@ -7,7 +7,9 @@ from typing import Any
 
 from engram import codec
 from engram.backends.base import now_ms
+from engram.errors import InvalidInputError
 from engram.hashing import ChunkId
+from engram.index.corpus import CorpusStats, query_terms
 from engram.index.docs import DocIndex
 from engram.index.engine import Overlay
 from engram.objects import Record, decode_record
@@ -45,6 +47,7 @@ class Reader:
         profile: str | Profile = "similarity",
         explain: bool = False,
         min_score: float | None = None,
+        stats: CorpusStats | None = None,
     ) -> SearchResults:
         """Find items under ``namespace_prefix`` by meaning and keywords, filtered and ranked.
 
@@ -52,7 +55,8 @@ class Reader:
         default with an embedder), ``semantic`` or ``keyword``; a hybrid search whose embedder fails
         runs as keyword and says so in ``results.degraded``. ``filter`` uses MongoDB operators on the
         value's fields; ``profile`` mixes in confidence and recency; ``explain=True`` adds each signal's
-        score to every result.
+        score to every result. ``stats`` is for callers fanning a search out over several repositories: keyword
+        scores use these statistics (the sum of every repository's :meth:`corpus_stats`) instead of this one's.
         """
         request = SearchOp(
             _validate.namespace(namespace_prefix, allow_empty=True),
@@ -64,12 +68,35 @@ class Reader:
             profile,
             explain,
             min_score,
+            stats=stats,
         )
         cached = self._query_cache()
         if cached is None:
             return self._execute(request, now_ms())
         cache, context = cached
         return cache.search(self._root(), request, now_ms(), self._execute, context)
+
+    def corpus_stats(self, query: str) -> CorpusStats:
+        """The keyword (BM25) statistics a search of ``query`` here scores with: the indexed items, their total
+        length in terms, and how many of them hold each of the query's terms. They are the whole version's,
+        whatever a search's namespace prefix or filter.
+
+        A search over several repositories ranks as one repository holding all their items would when it sums
+        theirs (:meth:`CorpusStats.total <engram.index.corpus.CorpusStats.total>`) and passes the sum to each
+        repository's search (``stats=``): Elasticsearch's ``dfs_query_then_fetch``.
+        """
+        if not isinstance(query, str):
+            raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
+        found = self._sql_stats(query)
+        if found is not None:
+            return found
+        index, overlay = self._search_index()
+        with index.lock:  # the engine's statistics: the overlay's in the past, else the index's
+            return CorpusStats.of(overlay.stats if overlay is not None else index.keyword.stats, query_terms(query))
+
+    def _sql_stats(self, query: str) -> CorpusStats | None:
+        """:meth:`corpus_stats` from the PostgreSQL search tables (None: the searches run in process)."""
+        return None
 
     def _query_cache(self) -> tuple[QueryCache, str] | None:
         """The query cache searches go through, and the search context that is part of its keys (None: no cache)."""

@@ -12,6 +12,7 @@ from typing import Any
 
 from engram.errors import InvalidInputError
 from engram.index import engine
+from engram.index.corpus import CorpusStats
 from engram.index.docs import DocIndex
 from engram.index.engine import NEVER, Overlay
 from engram.index.ranking import KEYWORD_WEIGHT, PROFILES, Hits, Request, get_profile
@@ -39,6 +40,8 @@ def check(request: SearchOp) -> SearchOp:
         raise InvalidInputError(f"min_score must be a finite number, got {request.min_score!r}")
     if request.query is not None and not isinstance(request.query, str):
         raise InvalidInputError(f"query must be a string, got {type(request.query).__name__}")
+    if request.stats is not None and not isinstance(request.stats, CorpusStats):
+        raise InvalidInputError(f"stats must be CorpusStats, got {type(request.stats).__name__}")
     return request
 
 
@@ -50,7 +53,9 @@ def engine_request(op: SearchOp) -> Request:
     accept = None if compiled is None else (lambda value: matches(compiled, value))
     profile = get_profile(op.profile) if op.query is not None else PROFILES["similarity"]
     min_score = None if op.min_score is None else float(op.min_score)
-    return Request(op.namespace_prefix, op.query, op.mode, profile, op.limit, op.offset, min_score, op.explain, accept)
+    return Request(
+        op.namespace_prefix, op.query, op.mode, profile, op.limit, op.offset, min_score, op.explain, accept, op.stats
+    )
 
 
 def results(found: Hits) -> SearchResults:

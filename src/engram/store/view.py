@@ -6,6 +6,7 @@ from typing import Any
 
 from engram.errors import ReadOnlyError
 from engram.hashing import ChunkId
+from engram.index.corpus import CorpusStats
 from engram.index.docs import DocIndex
 from engram.objects import Commit
 from engram.repo import Repository
@@ -37,6 +38,10 @@ class View(Reader):
 
     def _query_cache(self) -> tuple[QueryCache, str] | None:
         return for_pool(self._pool)
+
+    def _sql_stats(self, query: str) -> CorpusStats | None:
+        sql = self._pool.sql
+        return sql.corpus_stats(self._near, self.commit.tree, query, past=True) if sql is not None else None
 
     def _execute(self, request: SearchOp, now: int) -> SearchResults:
         sql = self._pool.sql  # on PostgreSQL: the branch's head rows minus what differs, plus the past versions

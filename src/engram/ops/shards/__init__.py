@@ -23,6 +23,7 @@ from engram.ops.shards.moves import (
     misplaced,
     move_tenant,
     rebalance,
+    set_replicas,
     set_status,
     set_weight,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "move_tenant",
     "rebalance",
     "rendezvous",
+    "set_replicas",
     "set_status",
     "set_weight",
     "sharded_opener",

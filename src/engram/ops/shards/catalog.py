@@ -3,7 +3,8 @@
 Three tables: ``engram_shards`` (name, URL, weight, status), ``engram_shard_tenants`` (per-tenant overrides:
 tenants moved or pinned to a shard, and tenants being moved) and ``engram_shard_map`` (one row: the map's
 version, bumped in the same transaction as every change, so routers notice a change with one cheap read).
-``engram_shard_keys`` records the routing keys of tenants that use routing rules (:mod:`.routing`).
+``engram_shard_keys`` records the routing keys of tenants that use routing rules (:mod:`.routing`), and
+``engram_shard_replicas`` the read replicas of each shard (streaming standbys that serve its tenants' reads).
 
 Advisory locks in the catalog keep writes and map changes apart, in every process:
 
@@ -18,13 +19,12 @@ Advisory locks in the catalog keep writes and map changes apart, in every proces
 from __future__ import annotations
 
 import hashlib
-import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from engram.backends.postgres import Migration, PostgresDatabase, ensure_schema
+from engram.backends.postgres import Migration, PostgresDatabase, ensure_schema, redact
 from engram.errors import ConfigError, ConflictError, InvalidInputError, NotFoundError, UnavailableError
 from engram.ops.shards._rendezvous import STATUSES, Shard, changes, route
 
@@ -66,6 +66,18 @@ CATALOG_MIGRATIONS: tuple[Migration, ...] = (
         );
         """,
     ),
+    Migration(
+        502,
+        "shard catalog: read replicas of each shard",
+        """
+        CREATE TABLE engram_shard_replicas (
+            shard text NOT NULL REFERENCES engram_shards (name),
+            url text NOT NULL,
+            position int NOT NULL,
+            PRIMARY KEY (shard, url)
+        );
+        """,
+    ),
 )
 
 
@@ -76,12 +88,14 @@ class TenantMovedError(UnavailableError):
 
 @dataclass(frozen=True, slots=True)
 class ShardMap:
-    """One version of the shard map: shards by name, per-tenant overrides, and tenants being moved."""
+    """One version of the shard map: shards by name, per-tenant overrides, tenants being moved, and each shard's
+    read replicas (database URLs of its streaming standbys, in order; shards without any are left out)."""
 
     version: int
     shards: dict[str, Shard]
     overrides: dict[str, str] = field(default_factory=dict)
     moving: dict[str, str] = field(default_factory=dict)
+    replicas: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def route(self, tenant: str) -> Shard:
         """The shard ``tenant`` lives on.
@@ -93,11 +107,6 @@ class ShardMap:
         if found is None:
             raise ConfigError("the shard map has no active shard: add one with `engram shard add URL`")
         return found
-
-
-def redact(url: str) -> str:
-    """A database URL with its password hidden (for listings and messages)."""
-    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
 
 
 def tenant_lock_key(tenant: str) -> int:
@@ -155,6 +164,33 @@ class ShardCatalog:
         self.db.run("INSERT INTO engram_shard_keys (tenant, key) VALUES (%s, %s) ON CONFLICT DO NOTHING", (tenant, key))
 
     # ------------------------------------------------------------ changing the map
+
+    def set_replicas(self, name: str, urls: Sequence[str]) -> None:
+        """Make ``urls`` (PostgreSQL URLs of streaming standbys of the shard's database) shard ``name``'s read
+        replicas, replacing those it had (none: it has none); bumps the map version, so servers pick them up.
+
+        Raises:
+            NotFoundError: no shard of that name.
+            InvalidInputError: a URL that is not a PostgreSQL database URL, or one given twice.
+        """
+        for url in urls:
+            if not url.startswith(("postgresql://", "postgres://")):
+                raise InvalidInputError(f"a read replica is a PostgreSQL database URL, got {redact(url)!r}")
+        if len(set(urls)) != len(urls):
+            raise InvalidInputError("a read replica is named twice")
+
+        def work(conn: Any) -> None:
+            if conn.execute("SELECT 1 FROM engram_shards WHERE name = %s", (name,)).fetchone() is None:
+                raise NotFoundError(f"no shard {name!r}; see `engram shard list`")
+            conn.execute("DELETE FROM engram_shard_replicas WHERE shard = %s", (name,))
+            for position, url in enumerate(urls):
+                conn.execute(
+                    "INSERT INTO engram_shard_replicas (shard, url, position) VALUES (%s, %s, %s)",
+                    (name, url, position),
+                )
+            conn.execute("UPDATE engram_shard_map SET version = version + 1 WHERE id = 1")
+
+        self.db.transaction(work)
 
     def change_map(self, change: Callable[[dict[str, Shard]], dict[str, Shard]], tenants: Callable[[], set[str]],
                    *, dry_run: bool = False, timeout: float = WRITE_WAIT) -> dict[str, tuple[str, str]]:  # fmt: skip
@@ -330,7 +366,10 @@ def _load(conn: Any) -> ShardMap:
         overrides[tenant] = shard
         if state == "moving":
             moving[tenant] = target
-    return ShardMap(version, shards, overrides, moving)
+    replicas: dict[str, tuple[str, ...]] = {}
+    for shard, url in conn.execute("SELECT shard, url FROM engram_shard_replicas ORDER BY shard, position").fetchall():
+        replicas[shard] = (*replicas.get(shard, ()), url)
+    return ShardMap(version, shards, overrides, moving, replicas)
 
 
 __all__ = [

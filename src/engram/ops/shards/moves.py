@@ -15,7 +15,7 @@ stays until :func:`collect` drops it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,16 +128,18 @@ def _check_weight(weight: float) -> float:
 
 def add_shard(
     catalog: ShardCatalog, url: str, *, name: str | None = None, weight: float = 1.0, status: str = "active",
-    dry_run: bool = False,
+    replicas: Sequence[str] = (), dry_run: bool = False,
 ) -> dict[str, tuple[str, str]]:  # fmt: skip
     """Add the PostgreSQL database at ``url`` as a shard (its schema is created); returns the tenants that now
     hash to it, ``{tenant: (their shard, new shard)}``: pinned where they are until moved (see :func:`rebalance`).
-    ``name`` defaults to the database's name. ``dry_run``: change nothing, only say what would move.
+    ``name`` defaults to the database's name; ``replicas`` are its read replicas (see :func:`set_replicas`).
+    ``dry_run``: change nothing, only say what would move.
 
     Raises:
         InvalidInputError: a bad URL, weight or status, or a name or URL the map has already.
     """
     conninfo = _check_url(url)
+    standbys = [_check_url(replica) for replica in replicas]
     _check_weight(weight)
     if status not in STATUSES:
         raise InvalidInputError(f"unknown shard status {status!r}: use {', '.join(STATUSES)}")
@@ -155,7 +157,23 @@ def add_shard(
     def change(current: dict[str, Shard]) -> dict[str, Shard]:
         return {**current, chosen: Shard(chosen, conninfo, weight, status)}
 
-    return catalog.change_map(change, lambda: _tenants_of(shards.values()), dry_run=dry_run)
+    moved = catalog.change_map(change, lambda: _tenants_of(shards.values()), dry_run=dry_run)
+    if standbys and not dry_run:
+        catalog.set_replicas(chosen, standbys)
+    return moved
+
+
+def set_replicas(catalog: ShardCatalog, name: str, replicas: Sequence[str]) -> None:
+    """Make ``replicas`` (URLs of streaming standbys of shard ``name``'s database, ``pg_basebackup -R`` or a
+    provider's read replicas) the shard's read replicas, replacing its old ones; none removes them. Servers with
+    the catalog route each tenant's reads to its shard's replicas under the read-your-writes rule
+    (:mod:`engram.server.consistency`) from their next map check on.
+
+    Raises:
+        NotFoundError: no shard of that name.
+        InvalidInputError: a URL that is not a PostgreSQL database URL (or carries ``?repo=``/``?redis=``).
+    """
+    catalog.set_replicas(name, [_check_url(replica) for replica in replicas])
 
 
 def set_status(catalog: ShardCatalog, name: str, status: str, *, dry_run: bool = False) -> dict[str, tuple[str, str]]:
@@ -448,6 +466,7 @@ __all__ = [
     "misplaced",
     "move_tenant",
     "rebalance",
+    "set_replicas",
     "set_status",
     "set_weight",
     "tenants_on",

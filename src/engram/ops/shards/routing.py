@@ -10,10 +10,16 @@ reads over all of them in parallel:
   one) for its first ``offset + limit`` results and merges them in the one ranking's order: score descending,
   then newest first, then by namespace and key, the order one repository gives its own results. Scores are
   absolute (``engram.index.ranking``), so semantic scores, confidence and recency are the same wherever an item
-  lives. Keyword scores use each repository's own BM25 statistics (document frequencies, average length), so the
-  merged keyword order is close to one repository's, not equal (12 monthly repositories: 84 % of the top 10 in
-  common, benchmarks/RESULTS.md). The trade-off is deliberate: global statistics would cost every search a round
-  trip to every repository before it can score.
+  lives. Keyword scores need the corpus's BM25 statistics (items, average length, how many items hold each query
+  term), so a keyword or hybrid search runs in two phases (Elasticsearch's ``dfs_query_then_fetch``): every
+  repository reports its statistics for the query's terms (:meth:`RoutedMemory.corpus_stats`, in parallel), and
+  every repository searched scores with their sum. The merged page is then one repository's page: the same
+  items, scores and order as one repository holding every item (tested in process and on PostgreSQL, at the
+  head and at a tag). The first phase costs a round trip to every repository (even when :func:`by_type` searches
+  one); ``global_stats=False`` skips it, each repository then scoring with its own statistics (12 monthly
+  repositories: 84 % of the top 10 in common with one repository, in another order; benchmarks/RESULTS.md).
+  Semantic searches and listings need no statistics. Writes landing between the phases may leave the statistics
+  a write behind the searched items.
 - a **tag across shards** (:meth:`RoutedMemory.tag`) tags every repository of the tenant; :meth:`RoutedMemory.at`
   reads them all at that tag (a repository created after the tag held nothing then, and is skipped).
 
@@ -35,6 +41,7 @@ from typing import Any
 from engram import codec
 from engram.backends.base import now_ms
 from engram.errors import InvalidInputError, RefNotFoundError
+from engram.index.corpus import CorpusStats
 from engram.objects import Commit
 from engram.ops.shards.router import ShardRouter
 from engram.store import Memory
@@ -139,20 +146,40 @@ class _Reads:
         self, namespace_prefix: Sequence[str] = (), /, query: str | None = None, *,
         filter: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0, mode: Mode | None = None,
         profile: str | Profile = "similarity", explain: bool = False, min_score: float | None = None,
+        global_stats: bool = True,
     ) -> SearchResults:  # fmt: skip
-        """Search every repository of the tenant at once and merge (see the module docstring)."""
+        """Search every repository of the tenant at once and merge (see the module docstring): ranked as one
+        repository holding every item would rank. ``global_stats=False`` skips the first phase (a round trip to
+        every repository for the query's keyword statistics): lower latency, keyword scores then each
+        repository's own."""
         if not isinstance(limit, int) or not isinstance(offset, int) or limit < 0 or offset < 0:
             raise InvalidInputError("limit and offset are non-negative integers")
-        readers = self._readers(self.rule.keys_for(namespace_prefix))
+        only = self.rule.keys_for(namespace_prefix)
+        stats = None
+        if global_stats and isinstance(query, str) and mode != "semantic":
+            every = self._readers()
+            readers = every if only is None else {k: r for k, r in every.items() if k == only}
+            if len(every) > 1 and readers:
+                stats = self._total(every, query)
+        else:
+            readers = self._readers(only)
 
         def one(reader: Any) -> SearchResults:
             found: SearchResults = reader.search(
                 namespace_prefix, query, filter=filter, limit=offset + limit, offset=0, mode=mode, profile=profile,
-                explain=explain, min_score=min_score,
+                explain=explain, min_score=min_score, stats=stats,
             )  # fmt: skip
             return found
 
         return merge(self._each(readers, one), offset, limit)
+
+    def corpus_stats(self, query: str) -> CorpusStats:
+        """The tenant's keyword statistics for ``query``: the sum of every repository's (the first phase of
+        :meth:`search`; see :meth:`engram.store.reader.Reader.corpus_stats`)."""
+        return self._total(self._readers(), query)
+
+    def _total(self, readers: dict[str, Any], query: str) -> CorpusStats:
+        return CorpusStats.total(self._each(readers, lambda reader: reader.corpus_stats(query)))
 
     def _each(self, readers: dict[str, Any], work: Callable[[Any], Any]) -> list[Any]:
         if len(readers) <= 1:
