@@ -3,6 +3,8 @@ renumbering, and a saved graph reopened memory-mapped."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -135,3 +137,27 @@ def test_background_builder_empties_the_tail() -> None:
     index.set_many(np.arange(2_500, dtype=np.int64), rows)
     index.wait()
     assert index.backlog == 0 and index.approximate
+
+
+def test_the_builder_steps_aside_for_a_thread_waiting_for_the_lock() -> None:
+    """Between steps the background builder lets a waiting thread (a bulk load's writes, a snapshot's save) take
+    the lock first, instead of taking it back at once and starving it."""
+    lock = VectorIndex(8).lock
+    order: list[str] = []
+
+    def waiter() -> None:
+        with lock:
+            order.append("waiter")
+
+    with lock:
+        thread = threading.Thread(target=waiter)
+        thread.start()
+        deadline = time.monotonic() + 5
+        while not lock._waiting and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert lock._waiting == 1
+    lock.step_aside(limit=5)
+    with lock:
+        order.append("builder")
+    thread.join()
+    assert order == ["waiter", "builder"]

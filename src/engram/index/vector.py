@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import threading
+import time
 import weakref
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,38 @@ def _grown(array: npt.NDArray[Any], size: int, fill: object = 0) -> npt.NDArray[
     return out
 
 
+class _PoliteLock:
+    """A re-entrant lock the background graph builder takes only when no other thread is waiting for it.
+
+    The builder takes the lock for every step of a few dozen inserts; a plain lock released and taken back at
+    once by the same thread starves its waiters (CPython's locks are not fair), so a bulk load's
+    ``set_many`` or a snapshot's save could wait seconds behind a graph build it does not need."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._waiting = 0
+        self._count = threading.Lock()
+
+    def __enter__(self) -> _PoliteLock:
+        with self._count:
+            self._waiting += 1
+        try:
+            self._lock.acquire()
+        finally:
+            with self._count:
+                self._waiting -= 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+    def step_aside(self, limit: float = 1.0) -> None:
+        """Wait (up to ``limit`` seconds) while other threads wait for the lock: called between builder steps."""
+        deadline = time.monotonic() + limit
+        while self._waiting and time.monotonic() < deadline:
+            time.sleep(0.0005)
+
+
 class VectorIndex:
     """Unit vectors by slot; a slot without one (or with a zero vector) scores 0. Cosine = dot product."""
 
@@ -100,7 +133,7 @@ class VectorIndex:
         self._builder: threading.Thread | None = None
         #: Graph changes (vectors moved in, vectors dropped) since the graph was last saved.
         self.unsaved = 0
-        self.lock = threading.RLock()
+        self.lock = _PoliteLock()
 
     # ------------------------------------------------------------------ writes
 
@@ -218,7 +251,10 @@ class VectorIndex:
 
     def _build_until_exit(self) -> None:
         moved = 0
-        while not _EXITING.is_set() and (step := self.build(STEP)):
+        while not _EXITING.is_set():
+            self.lock.step_aside()
+            if not (step := self.build(STEP)):
+                break
             moved += step
         if moved >= TRIM_AFTER:
             give_back_memory()
