@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import engram
-from engram.index import docs
+from engram.index import doclist, docs
 
 
 def load(mem: engram.Memory, start: int, n: int) -> None:
@@ -134,10 +134,10 @@ def test_a_bulk_load_builds_the_index_one_document_at_a_time_builds(monkeypatch:
 
 
 def test_the_slot_map_tells_keys_with_one_hash_apart(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(docs, "RECENT_MAX", 2)
+    monkeypatch.setattr(doclist, "RECENT_MAX", 2)
     keys = [f"key{i}".encode() for i in range(10)]
-    found = docs.SlotMap(lambda slot: keys[slot])
-    monkeypatch.setattr(docs, "hash", lambda key: 7 if key != b"key9" else 5, raising=False)
+    found = doclist.SlotMap(lambda slot: keys[slot])
+    monkeypatch.setattr(doclist, "hash", lambda key: 7 if key != b"key9" else 5, raising=False)
     for slot, key in enumerate(keys[:9]):
         found[key] = slot
     found.settle()  # into the arrays: every hash equal

@@ -17,7 +17,8 @@ import numpy.typing as npt
 
 from engram.index import keyword as bm25_index
 from engram.index import text as analysis
-from engram.index.docs import NEVER, Doc, DocIndex, confidence_of
+from engram.index.doclist import Doc, confidence_of
+from engram.index.docs import NEVER, DocIndex
 from engram.index.keyword import Stats, bm25
 from engram.index.ranking import (
     Hit,

@@ -48,7 +48,7 @@ from engram.index.cache import (
     text_hash,
 )
 from engram.index.corpus import CorpusStats, query_terms
-from engram.index.docs import Doc, make_doc
+from engram.index.doclist import Doc, make_doc
 from engram.index.pgquery import PastOverlay, PgQuery, term_stats
 from engram.index.pgrows import counts_of, vector_text
 from engram.index.pgschema import SEARCH_MIGRATIONS

@@ -38,7 +38,7 @@ from engram.errors import EmbedderError
 from engram.index import keyword
 from engram.index.cache import embed_through
 from engram.index.corpus import query_terms
-from engram.index.docs import Doc, confidence_of
+from engram.index.doclist import Doc, confidence_of
 from engram.index.pglists import CONFIDENT, FRESH, NEWEST, SLACK, VECTOR, Lists
 from engram.index.pgrows import counts_of, like_prefix, vector_text
 from engram.index.ranking import (

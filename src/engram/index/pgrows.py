@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from engram.index.docs import Doc
+from engram.index.doclist import Doc
 
 _SEP = "\x1f"  # between namespace labels (labels cannot contain control characters)
 

@@ -23,7 +23,7 @@ import numpy.typing as npt
 from engram.backends.postgres import ASYNC_COMMIT
 from engram.hashing import ChunkId
 from engram.index import keyword
-from engram.index.docs import Doc, confidence_of
+from engram.index.doclist import Doc, confidence_of
 from engram.index.pgrows import counts_of, jsonb_text, ns_path, vector_text
 
 #: Rows written at once after which the tables are analysed (bulk loads change the right query plans).

@@ -21,7 +21,8 @@ from engram.embed.base import Embedder, EmbedderMismatchError, embedder_spec
 from engram.errors import ConfigError
 from engram.hashing import ChunkId
 from engram.index.cache import VectorCache
-from engram.index.docs import DocIndex, Phases, make_doc
+from engram.index.doclist import make_doc
+from engram.index.docs import DocIndex, Phases
 from engram.index.engine import Overlay
 from engram.index.keyword import OverlayStats
 from engram.repo import Repository
