@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from engram.backends.postgres import ASYNC_COMMIT
 from engram.backends.sqlite import SqliteDatabase
 from engram.embed.base import Embedder
 
@@ -154,6 +153,8 @@ class PostgresVectorCache:
     def put_many(self, model: str, vectors: Mapping[bytes, bytes]) -> None:
         """Store vectors in one statement whose commit does not wait for a log flush (derived data: a crash
         can only lose vectors to embed again; see :data:`~engram.backends.postgres.ASYNC_COMMIT`)."""
+        from engram.backends.postgres import ASYNC_COMMIT  # here: in-process users never load the backend
+
         if vectors:
             self.db.run(
                 "INSERT INTO engram_vectors (repo, model, text_hash, vector) "
