@@ -34,7 +34,7 @@ from bench_search import sentences
 
 import engram
 from engram.embed import HashingEmbedder
-from engram.index import ann
+from engram.index import ann, vector
 from engram.index.ann import Graph
 from engram.index.cache import as_blobs, text_hash
 from engram.index.paths import document_text
@@ -73,7 +73,22 @@ def exact_top(rows: np.ndarray, query: np.ndarray, mask: np.ndarray | None, k: i
     return set(np.argpartition(-sims, k)[:k].tolist())
 
 
-def bench_ann(n: int, queries: int, tmp: Path, threads: int, efs: list[int]) -> dict[str, Any]:
+def recall(index: VectorIndex, rows: np.ndarray, qs: np.ndarray, eligible: np.ndarray | None) -> dict[str, float]:
+    """recall@10 of the exact top-10 (of the ``eligible`` rows) over queries ``qs``, and the query latency."""
+    hits, lat = 0, []
+    for q in qs:
+        t = time.perf_counter()
+        scores, _ = index.search(q, len(rows), eligible, 32)
+        if eligible is not None:
+            scores = np.where(eligible, scores, -np.inf)
+        top = set(np.argpartition(-scores, 10)[:10].tolist())
+        lat.append(time.perf_counter() - t)
+        hits += len(top & exact_top(rows, q, eligible))
+    return {"recall10": round(hits / (10 * len(qs)), 4), "p50_ms": round(pct(lat, 0.5), 2),
+            "p99_ms": round(pct(lat, 0.99), 2)}  # fmt: skip
+
+
+def bench_ann(n: int, queries: int, tmp: Path, threads: int, efs: list[int], factors: list[float]) -> dict[str, Any]:
     rows = realistic(n)
     qs = realistic(queries, seed=7)
     index = VectorIndex(rows.shape[1], background=False)
@@ -82,33 +97,21 @@ def bench_ann(n: int, queries: int, tmp: Path, threads: int, efs: list[int]) -> 
     index.build(threads=threads)
     build = time.perf_counter() - start
     mask = np.random.default_rng(3).random(n) < 1 / 8
-    out: dict[str, Any] = {"n": n, "build_s": round(build, 1), "build_per_s": round(n / build), "threads": threads}
+    out: dict[str, Any] = {"n": n, "build_s": round(build, 1), "build_per_s": round(n / build), "threads": threads,
+                           "connectivity": ann.CONNECTIVITY, "expansion_add": ann.EXPANSION_ADD}  # fmt: skip
     default_ef = ann.EXPANSION_SEARCH
     out["ef"] = ann.expansion(n)
     for ef in efs:
         ann.EXPANSION_SEARCH = ef  # a sweep: the graph's size-scaled default at this base
-        hits, lat = 0, []
-        for q in qs:
-            t = time.perf_counter()
-            scores, _ = index.search(q, n, None, 32)
-            top = set(np.argpartition(-scores, 10)[:10].tolist())
-            lat.append(time.perf_counter() - t)
-            hits += len(top & exact_top(rows, q, None))
-        out[f"ef_base_{ef}"] = {"ef": ann.expansion(n), "recall10": round(hits / (10 * len(qs)), 4),
-                                "p50_ms": round(pct(lat, 0.5), 2), "p99_ms": round(pct(lat, 0.99), 2)}  # fmt: skip
+        out[f"ef_base_{ef}"] = {"ef": ann.expansion(n), **recall(index, rows, qs, None)}
     ann.EXPANSION_SEARCH = default_ef
-    for name, eligible in (("all", None), ("1_in_8", mask)):
-        hits, lat = 0, []
-        for q in qs:
-            t = time.perf_counter()
-            scores, _ = index.search(q, n, eligible, 32)
-            if eligible is not None:
-                scores = np.where(eligible, scores, -np.inf)
-            top = set(np.argpartition(-scores, 10)[:10].tolist())
-            lat.append(time.perf_counter() - t)
-            hits += len(top & exact_top(rows, q, eligible))
-        out[name] = {"recall10": round(hits / (10 * len(qs)), 4), "p50_ms": round(pct(lat, 0.5), 2),
-                     "p99_ms": round(pct(lat, 0.99), 2)}  # fmt: skip
+    default_factor = vector.FILTER_OVERSAMPLE
+    for factor in factors:
+        vector.FILTER_OVERSAMPLE = factor  # a sweep of the filtered search's oversampling
+        out[f"1_in_8_oversample_{factor:g}"] = recall(index, rows, qs, mask)
+    vector.FILTER_OVERSAMPLE = default_factor
+    out["all"] = recall(index, rows, qs, None)
+    out["1_in_8"] = recall(index, rows, qs, mask)
     assert index._graph is not None
     out["graph_mb"] = round(index._graph.nbytes / 1e6)
     path = tmp / f"g{n}.hnsw"
@@ -229,13 +232,18 @@ def main() -> None:
     parser.add_argument("--langgraph", action="store_true")
     parser.add_argument("--threads", type=int, default=1, help="graph insert threads (ann)")
     parser.add_argument("--ef", default="", help="also measure recall with these base search expansions (ann)")
+    parser.add_argument("--connectivity", type=int, default=ann.CONNECTIVITY, help="graph degree (ann)")
+    parser.add_argument("--expansion-add", type=int, default=ann.EXPANSION_ADD, help="insert candidates (ann)")
+    parser.add_argument("--oversample", default="", help="also measure filtered recall with these factors (ann)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    ann.CONNECTIVITY, ann.EXPANSION_ADD = args.connectivity, args.expansion_add
+    factors = [float(f) for f in args.oversample.split(",")] if args.oversample else []
     with tempfile.TemporaryDirectory() as tmp:
         efs = [int(e) for e in args.ef.split(",")] if args.ef else []
         if args.what == "ann":
             results: Any = [
-                bench_ann(int(s), args.queries, Path(tmp), args.threads, efs) for s in args.sizes.split(",")
+                bench_ann(int(s), args.queries, Path(tmp), args.threads, efs, factors) for s in args.sizes.split(",")
             ]
         else:
             results = bench_store(args.size, args.queries, Path(tmp), args.langgraph)

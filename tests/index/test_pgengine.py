@@ -287,8 +287,14 @@ class _Unprepared:
     def prepare(self, name: str, old: Any, new: Any) -> Any:
         return None
 
-    def apply(self, conn: Any, name: str, old: Any, new: Any, prepared: Any) -> None:
-        self.inner.apply(conn, name, old, new, prepared)
+    def pipelined(self, prepared: Any) -> bool:
+        return True
+
+    def start(self, conn: Any, name: str) -> Any:
+        return self.inner.start(conn, name)
+
+    def apply(self, conn: Any, name: str, old: Any, new: Any, prepared: Any, started: Any) -> None:
+        self.inner.apply(conn, name, old, new, prepared, started)
 
 
 def test_a_plan_made_under_the_lock_embeds_nothing_and_the_next_search_fills_the_vectors(

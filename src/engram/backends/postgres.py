@@ -29,7 +29,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, Protocol, TypeVar
 
 from engram.backends._pgerrors import (
@@ -199,10 +199,14 @@ class PostgresDatabase:
         _, psycopg_pool = psycopg_modules()
         return isinstance(exc, psycopg_pool.PoolTimeout) and self._busy[0] == 0
 
-    def transaction(self, work: Callable[[Any], T]) -> T:
+    def transaction(self, work: Callable[[Any], T], *, pipelined: bool = False) -> T:
         """Run ``work(conn)`` in one transaction, run again when PostgreSQL rolls it back
-        (serialization failure, deadlock): the whole transaction is undone then, so it is safe."""
-        return self._attempts(work, transaction=True)
+        (serialization failure, deadlock): the whole transaction is undone then, so it is safe.
+
+        ``pipelined`` runs it in pipeline mode: ``BEGIN`` goes with the first statements and ``COMMIT`` with
+        the last, and statements wait for the server only when ``work`` reads a result.
+        """
+        return self._attempts(work, transaction=True, pipelined=pipelined)
 
     def run(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
         """Run one statement and return its rows (an empty list for statements without rows)."""
@@ -217,13 +221,13 @@ class PostgresDatabase:
         """Run one statement and return how many rows it changed."""
         return self._attempts(lambda conn: int(conn.execute(sql, params).rowcount), transaction=False)
 
-    def _attempts(self, work: Callable[[Any], T], *, transaction: bool) -> T:
+    def _attempts(self, work: Callable[[Any], T], *, transaction: bool, pipelined: bool = False) -> T:
         for attempt in range(1, ROLLBACK_ATTEMPTS + 1):
             try:
                 with self.connection() as conn:
                     if not transaction:
                         return work(conn)
-                    with conn.transaction():
+                    with conn.pipeline() if pipelined else nullcontext(), conn.transaction():
                         return work(conn)
             except UnavailableError as exc:
                 if attempt == ROLLBACK_ATTEMPTS or not sqlstate(exc.__cause__ or exc).startswith(ROLLED_BACK):
@@ -367,14 +371,23 @@ class PostgresChunkStore(ChunkStore):
 class RefMoveHook(Protocol):
     """Work done in the same transaction as a branch ref's move (the search index's maintenance).
 
-    ``prepare`` runs before the transaction (no lock held: read and compute there); ``apply`` runs
-    inside it, after the compare-and-swap succeeded, on the transaction's connection. If ``apply``
-    raises, the ref does not move.
+    ``prepare`` runs before the transaction (no lock held: read and compute there). ``start`` queues the
+    transaction's first statements (say, reading and locking a row) behind the compare-and-swap and returns
+    what ``apply`` needs to read their results; ``apply`` runs after the compare-and-swap succeeded, on the
+    transaction's connection. If ``apply`` raises, the ref does not move. When ``pipelined`` says so of
+    what ``prepare`` returned, the transaction runs in pipeline mode (no ``COPY`` then): ``BEGIN``, the
+    swap and ``start``'s statements go in one round trip, and ``COMMIT`` with ``apply``'s last statements.
     """
 
     def prepare(self, name: str, old: ChunkId | None, new: ChunkId | None) -> Any: ...
 
-    def apply(self, conn: Any, name: str, old: ChunkId | None, new: ChunkId | None, prepared: Any) -> None: ...
+    def pipelined(self, prepared: Any) -> bool: ...
+
+    def start(self, conn: Any, name: str) -> Any: ...
+
+    def apply(
+        self, conn: Any, name: str, old: ChunkId | None, new: ChunkId | None, prepared: Any, started: Any
+    ) -> None: ...
 
 
 class PostgresRefStore(RefStore):
@@ -404,13 +417,15 @@ class PostgresRefStore(RefStore):
             yield
             return
         try:
-            with self.db.connection() as conn, conn.transaction():
+            with self.db.connection() as conn, conn.pipeline(), conn.transaction():
                 wait = "0" if timeout is None else f"{max(1, round(timeout * 1000))}ms"  # 0: no limit
-                try:  # the timeout is set before the lock is asked for (one round trip for both)
+                try:  # BEGIN, the timeout, the lock and the ref's value once it is granted: one round trip
                     conn.execute(
                         "SELECT pg_advisory_xact_lock(%s, %s) FROM (SELECT set_config('lock_timeout', %s, true)) AS t",
                         (_REF_LOCK_CLASS, _ref_key(self.repo, name), wait),
                     )
+                    # a statement of its own: its snapshot is taken once the lock is granted
+                    rows = conn.execute(_REF_VALUE, (self.repo, name)).fetchall()
                 except Exception as exc:
                     if sqlstate(exc) != "55P03":
                         raise
@@ -418,20 +433,27 @@ class PostgresRefStore(RefStore):
                         f"gave up after waiting {timeout:.1f} s behind the other writers of {name!r}", 1.0
                     ) from exc
                 held.add(name)
+                # the holder's first get() of this ref answers from here (its compare-and-swap checks it anyway)
+                self._held.__dict__["seen"] = (name, bytes(rows[0][0]) if rows else None)
                 try:
                     yield
                 finally:
                     held.discard(name)
+                    self._held.__dict__.pop("seen", None)
         finally:
             self._lock_slots.release()
 
     def get(self, name: str) -> ChunkId | None:
-        rows = self.db.run("SELECT value FROM engram_refs WHERE repo = %s AND name = %s", (self.repo, name))
+        seen: tuple[str, ChunkId | None] | None = self._held.__dict__.pop("seen", None)
+        if seen is not None and seen[0] == name:
+            return seen[1]  # read as the lock was granted, moments ago
+        rows = self.db.run(_REF_VALUE, (self.repo, name))
         return bytes(rows[0][0]) if rows else None
 
     def set(
         self, name: str, new: ChunkId | None, expected: ChunkId | None, *, actor: str = "", reason: str = ""
     ) -> bool:
+        self._held.__dict__.pop("seen", None)  # a move makes the value read with the lock old
         # One statement: the guarded change and its reflog entry commit together or not at all.
         if expected is None and new is None:
             return self.get(name) is None
@@ -463,12 +485,14 @@ class PostgresRefStore(RefStore):
         prepared = hook.prepare(name, expected, new)
 
         def move(conn: Any) -> bool:
-            moved = bool(conn.execute(sql, values).fetchall())
+            cursor = conn.execute(sql, values)
+            started = hook.start(conn, name)  # queued behind the swap (pipelined: one round trip with BEGIN)
+            moved = bool(cursor.fetchall())
             if moved:
-                hook.apply(conn, name, expected, new, prepared)
+                hook.apply(conn, name, expected, new, prepared, started)
             return moved
 
-        return self.db.transaction(move)
+        return self.db.transaction(move, pipelined=hook.pipelined(prepared))
 
     def list(self, prefix: str = "") -> dict[str, ChunkId]:
         rows = self.db.run(
@@ -505,6 +529,9 @@ class PostgresRefStore(RefStore):
 
     def close(self) -> None:
         self.db.close()
+
+
+_REF_VALUE = "SELECT value FROM engram_refs WHERE repo = %s AND name = %s"
 
 
 def _ref_key(repo: str, name: str) -> int:

@@ -53,7 +53,7 @@ from engram.index.pgquery import PastOverlay, PgQuery, term_stats
 from engram.index.pgrows import counts_of, vector_text
 from engram.index.pgschema import SEARCH_MIGRATIONS
 from engram.index.pgsettle import Settler
-from engram.index.pgwrite import Head, Plan, lag, write
+from engram.index.pgwrite import SMALL_WRITE, Head, Plan, lag, write
 from engram.index.ranking import Hits, Request
 from engram.repo import HEADS, Repository
 from engram.tree import diff_trees, empty_tree
@@ -151,10 +151,23 @@ class PgEngine:
             base = bytes(head[0][0])
         return self._plan(base, self.repo.commit(new).tree)
 
-    def apply(self, conn: Any, name: str, old: ChunkId | None, new: ChunkId | None, prepared: Plan | None) -> None:
-        """Inside the ref-move transaction: bring the moved branch's rows to its new head."""
+    def pipelined(self, prepared: Plan | None) -> bool:
+        """Whether the ref move that writes ``prepared`` may run in pipeline mode: a small change, written with
+        ``INSERT``\\ s (a bulk one goes by ``COPY``, which pipeline mode does not allow)."""
+        return prepared is None or len(prepared.added) <= SMALL_WRITE
+
+    def start(self, conn: Any, name: str) -> Any:
+        """Inside the ref-move transaction, queued behind the compare-and-swap: read and lock the branch's
+        index head row."""
+        return conn.execute(_HEAD + "WHERE repo = %s AND branch = %s FOR UPDATE", (self.db.repo, name[len(HEADS) :]))
+
+    def apply(
+        self, conn: Any, name: str, old: ChunkId | None, new: ChunkId | None, prepared: Plan | None, started: Any
+    ) -> None:
+        """Inside the ref-move transaction: bring the moved branch's rows to its new head (``started``: the
+        cursor of :meth:`start`)."""
         branch = name[len(HEADS) :]
-        row = conn.execute(_HEAD + "WHERE repo = %s AND branch = %s FOR UPDATE", (self.db.repo, branch)).fetchone()
+        row = started.fetchone()
         if row is None:
             self._indexed.discard(branch)
             return  # not indexed (yet): its first search builds it

@@ -14,6 +14,7 @@ from __future__ import annotations
 import struct
 from collections import Counter
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,7 +121,8 @@ def write(
     avgdl = total_length / total if total else 0.0
     if avgdl and not ref / REIMPACT_DRIFT <= avgdl <= ref * REIMPACT_DRIFT:
         ref = avgdl  # impacts bound BM25 at this reference length: keep it near the real average
-    small = len(plan.added) <= SMALL_WRITE
+    # in pipeline mode (a ref move expected to be small, planned again under the lock) COPY is not allowed
+    small = len(plan.added) <= SMALL_WRITE or in_pipeline(conn)
     rows_out: list[tuple[Any, ...]] = []
     postings: list[tuple[Any, ...]] = []
     vectors: list[tuple[Any, ...]] = []
@@ -141,7 +143,8 @@ def write(
             vectors.append((repo, branch, doc.key, len(vector), embedding))
     changed = {t: df[t] for t in sorted(df) if df[t]}  # in the primary key's order
     if small:
-        with conn.pipeline():
+        # pipelined: one round trip (in a pipelined ref move, the one of its COMMIT)
+        with nullcontext() if in_pipeline(conn) else conn.pipeline():
             _insert(conn, rows_out, postings, vectors)
             _finish(conn, repo, branch, plan, changed, (total, total_length, ref), model)
         if ref != head.ref_avgdl and head.ref_avgdl:
@@ -235,6 +238,11 @@ def _reimpact(conn: Any, repo: str, branch: str, ref: float) -> None:
     _copy(conn, "engram_postings (repo, branch, term, key, impact)", postings)
 
 
+def in_pipeline(conn: Any) -> bool:
+    """Whether ``conn`` is in pipeline mode."""
+    return bool(conn.pgconn.pipeline_status)
+
+
 def _index_order(posting: tuple[Any, ...]) -> tuple[str, bytes]:
     """A posting row's (term, key): the order of the postings' indexes within a branch."""
     return posting[2], posting[3]
@@ -256,8 +264,15 @@ def _copy(
     progress: Callable[[int], None] | None = None,
     binary: tuple[str, ...] | None = None,
 ) -> None:
-    """COPY rows into ``target`` (a table and its columns), reporting progress every 1,000 rows."""
+    """COPY rows into ``target`` (a table and its columns), reporting progress every 1,000 rows; in pipeline
+    mode, where COPY is not allowed (a small ref move that rewrites its impacts), pipelined INSERTs."""
     if not rows:
+        return
+    if in_pipeline(conn):
+        with conn.cursor() as cur:
+            cur.executemany(f"INSERT INTO {target} VALUES ({', '.join(['%s'] * len(rows[0]))})", rows)
+        if progress is not None:
+            progress(len(rows))
         return
     with conn.cursor() as cur, cur.copy(f"COPY {target} FROM STDIN" + (" (FORMAT BINARY)" if binary else "")) as copy:
         if binary:

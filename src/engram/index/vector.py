@@ -34,6 +34,9 @@ STEP = 64
 TRIM_AFTER = 10_000
 #: A filtered query scores its eligible vectors exactly (instead of asking the graph) up to this many.
 GATHER_MAX = 4_000
+#: How many more neighbours than wanted a filtered search asks the graph for, per eligible share: a search
+#: where 1 slot in 8 is eligible asks for ``FILTER_OVERSAMPLE * 8`` times as many.
+FILTER_OVERSAMPLE = 2
 
 Rows = npt.NDArray[np.float32]
 Slots = npt.NDArray[np.int64]
@@ -349,7 +352,7 @@ class VectorIndex:
             wanted = in_graph if eligible is None else in_graph & eligible[:size]
             total = int(wanted.sum())
             share = total / max(1, int(in_graph.sum()))
-            count = min(len(graph), int(2 * want / share) if share < 1 else want)
+            count = min(len(graph), int(FILTER_OVERSAMPLE * want / share) if share < 1 else want)
             if total <= GATHER_MAX or 4 * count >= total:  # few eligible, or most of them wanted: exact
                 chosen = np.flatnonzero(wanted)
                 for lo in range(0, len(chosen), 65_536):
