@@ -176,9 +176,12 @@ def _insert(
     with conn.cursor() as cur:
         if docs:
             cur.executemany(f"INSERT INTO engram_docs ({_DOC_COLUMNS}) VALUES ({_DOC_TYPES})", docs)
-        if postings:
-            cur.executemany(
-                "INSERT INTO engram_postings (repo, branch, term, key, impact) VALUES (%s, %s, %s, %s, %s)", postings
+        if postings:  # one statement over arrays: a put has a posting per distinct term
+            repo, branch = postings[0][0], postings[0][1]
+            cur.execute(
+                "INSERT INTO engram_postings (repo, branch, term, key, impact) SELECT %s, %s, t, k, w "
+                "FROM unnest(%s::text[], %b::bytea[], %s::real[]) AS u(t, k, w)",
+                (repo, branch, [p[2] for p in postings], [p[3] for p in postings], [p[4] for p in postings]),
             )
         if vectors:
             cur.executemany(
