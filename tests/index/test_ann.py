@@ -8,7 +8,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from engram.index import ann
 from engram.index.ann import Graph
 from engram.index.vector import VectorIndex
 
@@ -129,6 +131,28 @@ def test_saved_graph_reopens_memory_mapped_and_stays_writable(tmp_path: Path) ->
     assert graph.view_of is None and again.backlog == 0
     assert int(np.argmax(again.scores(extra[3], 3_010))) == 3_003
     assert Graph.open(tmp_path / "missing.hnsw", 64, 0) is None
+
+
+def test_a_graph_of_degree_16_saved_by_an_earlier_version_keeps_its_wider_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = realistic(2_000)
+    monkeypatch.setattr(ann, "CONNECTIVITY", 16)
+    old = Graph(64)
+    old.add(np.arange(2_000, dtype=np.int64), rows)
+    old.save(tmp_path / "old.hnsw")
+    monkeypatch.undo()
+    graph = Graph.open(tmp_path / "old.hnsw", 64, 2_000)
+    assert graph is not None
+    keys, _ = graph.search(rows[5], 10)
+    assert int(keys[0]) == 5
+    assert graph._index.connectivity == 16 and graph._index.expansion_search == ann.EXPANSION_SEARCH_16
+    new = Graph(64)
+    new.add(np.arange(2_000, dtype=np.int64), rows)
+    new.search(rows[5], 10)
+    assert new._index.connectivity == ann.CONNECTIVITY == 32
+    assert new._index.expansion_search == ann.EXPANSION_SEARCH < ann.EXPANSION_SEARCH_16
+    assert ann.expansion(1_000_000) == int(ann.EXPANSION_SEARCH * 10**0.5)
 
 
 def test_background_builder_empties_the_tail() -> None:
