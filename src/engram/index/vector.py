@@ -359,7 +359,7 @@ class VectorIndex:
                     part = chosen[lo : lo + 65_536]
                     out[part] = self.rows(part) @ query
                 return out, True
-            keys, sims = graph.search(query, count)
+            keys, sims = graph.search(query, count, deep=share < 1)
             found = self._slot_of_key[keys]
             keep = (found >= 0) & (found < size)
             out[found[keep]] = sims[keep]
