@@ -167,3 +167,66 @@ def test_postgres_with_a_redis_cache_and_its_status(postgres_url: str, pg_repo_i
     finally:
         mem.close()
         other.close()
+
+
+def test_the_writer_lock_reads_the_head_as_it_is_granted_and_the_swap_still_guards_it(
+    postgres_url: str, pg_repo_id: str
+) -> None:
+    chunks, refs = open_postgres(postgres_url, pg_repo_id)
+    _, other = open_postgres(postgres_url, pg_repo_id)  # a writer that does not queue (e.g. another tool)
+    try:
+        a, b, c = b"a" * 32, b"b" * 32, b"c" * 32
+        assert refs.set("heads/main", a, None)
+        with refs.lock("heads/main"):
+            assert other.set("heads/main", b, a)  # moves while we hold the lock, after our read
+            assert refs.get("heads/main") == a  # the value read with the lock: no statement
+            assert not refs.set("heads/main", c, a)  # ... which the compare-and-swap refuses
+            assert refs.get("heads/main") == b  # read again
+            assert refs.set("heads/main", c, b)
+        assert refs.get("heads/main") == c and other.get("heads/main") == c
+    finally:
+        refs.close()
+        other.close()
+        chunks.close()
+
+
+class _FailingHook:
+    """A ref-move hook whose work inside the transaction fails."""
+
+    def __init__(self, pipelined: bool) -> None:
+        self.pipelined_answer = pipelined
+        self.started = 0
+
+    def prepare(self, name: str, old: Any, new: Any) -> Any:
+        return None
+
+    def pipelined(self, prepared: Any) -> bool:
+        return self.pipelined_answer
+
+    def start(self, conn: Any, name: str) -> Any:
+        self.started += 1
+        return conn.execute("SELECT 1")
+
+    def apply(self, conn: Any, name: str, old: Any, new: Any, prepared: Any, started: Any) -> None:
+        assert started.fetchone() == (1,)
+        conn.execute("SELECT 1 / 0")  # in pipeline mode the error surfaces with COMMIT
+
+
+@pytest.mark.parametrize("pipelined", [True, False])
+def test_a_ref_move_whose_hook_fails_moves_nothing(postgres_url: str, pg_repo_id: str, pipelined: bool) -> None:
+    chunks, refs = open_postgres(postgres_url, pg_repo_id)
+    try:
+        a, b = b"a" * 32, b"b" * 32
+        assert refs.set("heads/main", a, None)
+        hook = _FailingHook(pipelined)
+        refs.hook = hook
+        with pytest.raises(engram.errors.EngramError):
+            refs.set("heads/main", b, a)
+        assert hook.started == 1
+        refs.hook = None
+        assert refs.get("heads/main") == a
+        assert [e.new for e in refs.reflog("heads/main")] == [a]  # no log entry for the move that failed
+        assert refs.set("heads/main", b, a)  # the pooled connection is usable again
+    finally:
+        refs.close()
+        chunks.close()
