@@ -176,6 +176,7 @@ def bench_store(n: int, queries: int, tmp: Path, langgraph: bool, build_threads:
                       "cpu_p50_ms": round(pct(cpu, 0.5), 2), "cpu_p99_ms": round(pct(cpu, 0.99), 2)}  # fmt: skip
 
     timed("hybrid_while_building", 10 if build_threads else len(query_texts))
+    print(f"[while building] {json.dumps(out)}", file=sys.stderr, flush=True)  # a 1M run builds for half an hour
     start = time.perf_counter()
     if build_threads:  # build the graph in the foreground with more threads (the background builder uses one)
         index.vectors.build(threads=build_threads)
