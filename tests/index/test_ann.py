@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engram.index import ann
+from engram.index import ann, vector
 from engram.index.ann import Graph
 from engram.index.vector import VectorIndex
 
@@ -185,3 +185,41 @@ def test_the_builder_steps_aside_for_a_thread_waiting_for_the_lock() -> None:
         order.append("builder")
     thread.join()
     assert order == ["waiter", "builder"]
+
+
+def test_an_overlapped_graph_search_runs_in_a_worker_and_gives_the_same_cosines(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A hybrid search starts the graph search in a worker thread and scores its keywords meanwhile: the
+    cosines it finishes with (the best keyword matches exact) are the ones a search in the caller's thread
+    gives. With every worker busy, the caller searches the graph itself."""
+    rows = realistic(5_000)
+    index = graph_index(rows)
+    q, far = rows[3], np.argsort(rows @ rows[3])[:5].astype(np.int64)
+    eligible = np.random.default_rng(6).random(5_000) < 0.9  # above GATHER_MAX: the graph answers
+    threads: list[str] = []
+    search = Graph.search
+
+    def spy(self: Graph, *args: object, **kwargs: object) -> object:
+        threads.append(threading.current_thread().name)
+        return search(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Graph, "search", spy)
+    monkeypatch.setattr(vector, "OVERLAP_MIN", 1_000)
+    expected = index.search(q, 5_000, eligible, 20, far)
+    finish = index.start(q, 5_000, eligible, 20, overlap=True)
+    got = finish(far)
+    assert threads[0] == "MainThread" and threads[1].startswith("engram-graph-search")
+    assert np.array_equal(got[0], expected[0]) and got[1] == expected[1]
+    assert np.allclose(got[0][far], rows[far] @ q, atol=2e-3)
+    busy = [vector._overlapped(lambda: time.sleep(0.3)) for _ in range(vector.OVERLAP_THREADS)]
+    assert all(f is not None for f in busy)
+    assert vector._overlapped(lambda: 1) is None  # no idle worker: the caller does the work
+    got = index.start(q, 5_000, eligible, 20, overlap=True)(far)
+    assert threads[-1] == "MainThread" and np.array_equal(got[0], expected[0])
+    for f in busy:
+        assert f is not None
+        f.result()
+    monkeypatch.setattr(vector, "OVERLAP_MIN", 10_000)  # a graph below the size: never a worker
+    index.start(q, 5_000, eligible, 20, overlap=True)(far)
+    assert threads[-1] == "MainThread"

@@ -16,6 +16,8 @@ from engram.index import ranking
 from engram.index.keyword import KeywordIndex
 from engram.index.ranking import (
     PROFILES,
+    SAMPLE,
+    SAMPLED_FROM,
     Profile,
     Signals,
     best_first,
@@ -133,6 +135,36 @@ def test_best_matches_are_the_top_bm25_and_the_best_left_out() -> None:
     assert sorted(top.tolist()) == [1, 3] and rest == 2.0
     top, rest = best_matches(bm25, eligible, 10)
     assert sorted(top.tolist()) == [1, 2, 3, 6] and rest == 0.0
+
+
+def test_best_matches_of_a_large_corpus_select_from_a_sampled_threshold_and_stay_exact() -> None:
+    """Above SAMPLED_FROM positions the selection starts from a threshold read off a sample: the top and the
+    best left out are still exact, with a filter, with ties, with fewer matches than asked for, and when the
+    sample misjudges (only sampled positions score high) and every match must be looked at."""
+    rng = np.random.default_rng(11)
+    size = 300_000
+    step = size // SAMPLE
+
+    def reference(bm25: np.ndarray, eligible: np.ndarray, keep: int) -> tuple[list[float], float]:
+        values = np.sort(bm25[eligible & (bm25 > 0)])[::-1]
+        return values[:keep].tolist(), float(values[keep]) if len(values) > keep else 0.0
+
+    common = np.where(rng.random(size) < 0.95, rng.gamma(2.0, 1.5, size), 0).astype(np.float32)
+    tied = np.where(rng.random(size) < 0.9, 3.0, 0).astype(np.float32)
+    tied[rng.choice(size, 100, replace=False)] = 4.0
+    few = np.zeros(size, dtype=np.float32)
+    few[rng.choice(size, 200, replace=False)] = rng.random(200).astype(np.float32) + 0.5
+    fooled = np.full(size, 0.5, dtype=np.float32)
+    fooled[: 6 * step : step] = 9.0  # six sampled positions score high: too few pass the threshold
+    everyone, filtered = np.ones(size, dtype=bool), rng.random(size) < 0.25
+    for bm25 in (common, tied, few, fooled):
+        for eligible in (everyone, filtered):
+            for keep in (10, 256, 1024):
+                top, rest = best_matches(bm25, eligible, keep)
+                values, best_rest = reference(bm25, eligible, keep)
+                assert sorted(bm25[top].tolist(), reverse=True) == values
+                assert bool(eligible[top].all()) and rest == best_rest
+    assert size >= SAMPLED_FROM
 
 
 def test_order_sorts_in_numpy_and_reads_keys_only_for_ties() -> None:

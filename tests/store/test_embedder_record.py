@@ -3,6 +3,7 @@ reindex/update_index report progress through reading and embedding."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,8 @@ import pytest
 
 import engram
 from engram.embed import EmbedderMismatchError, HashingEmbedder, embedder_spec
+from engram.index import vector
+from engram.index.ann import Graph
 from engram.index.vector import VectorIndex
 from engram.store.indexing import recorded_embedder
 
@@ -117,3 +120,48 @@ def test_large_index_uses_the_graph_and_survives_a_reopen(tmp_path: Path, monkey
     assert [r.key for r in again.search(("docs",), "topic 3 number 8", limit=5)] == expected
     vectors = np.stack([v for v in (index.vectors.get(s) for s in range(5)) if v is not None])
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-2)
+
+
+def test_hybrid_search_with_the_graph_searched_in_a_worker_ranks_as_in_one_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hybrid search over the graph searches it in a worker thread while it scores keywords (engram.index.vector
+    OVERLAP_MIN): pages and scores are those of a search in one thread, at the head, filtered and in the past."""
+    init = VectorIndex.__init__
+
+    def small(self: VectorIndex, dim: int, *, ann_min: int | None = 200, background: bool = False) -> None:
+        init(self, dim, ann_min=ann_min, background=background)
+
+    monkeypatch.setattr(VectorIndex, "__init__", small)
+    mem = engram.open(str(tmp_path / "s.db"), embedder="hashing")
+    mem.pool.query_cache = None
+    fill(mem, 900)
+    past = mem.head.id
+    with mem.transaction("more") as tx:
+        for i in range(0, 900, 7):
+            tx.put(("docs",), f"d{i}", {"text": f"rewritten document {i} about topic {i % 3}"})
+    calls: list[str] = []
+    search = Graph.search
+
+    def spy(self: Graph, *args: object, **kwargs: object) -> object:
+        calls.append(threading.current_thread().name)
+        return search(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Graph, "search", spy)
+    monkeypatch.setattr(vector, "GATHER_MAX", 100)  # the graph answers (not an exact scan of 900 vectors)
+
+    def pages() -> list[list[tuple[str, float | None]]]:
+        out = []
+        for query in ("document number 17 about topic 2", "topic 3 number 8", "rewritten topic 1"):
+            for kwargs in ({}, {"filter": {"text": {"$ne": "x"}}}, {"at": past}):
+                found = mem.search(("docs",), query, limit=7, **kwargs)  # type: ignore[arg-type]
+                out.append([(r.key, r.score) for r in found])
+        return out
+
+    monkeypatch.setattr(vector, "OVERLAP_MIN", 10**9)
+    alone = pages()
+    assert calls and not any(name.startswith("engram-graph-search") for name in calls)
+    monkeypatch.setattr(vector, "OVERLAP_MIN", 0)
+    calls.clear()
+    assert pages() == alone
+    assert calls and all(name.startswith("engram-graph-search") for name in calls)

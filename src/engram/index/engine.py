@@ -114,37 +114,41 @@ class _Corpus:
         return np.concatenate([head, extra])
 
     def cosine(
-        self,
-        query: npt.NDArray[np.float32],
-        eligible: npt.NDArray[np.bool_],
-        want: int,
-        bm25: npt.NDArray[Any] | None,
-        matches: npt.NDArray[np.int64] | None = None,
-    ) -> tuple[npt.NDArray[np.float32], bool]:
-        """Cosine of every position (exact for the best keyword matches too), and whether it is exact for
-        every eligible position (see :meth:`VectorIndex.search`). ``matches`` are the best keyword matches
-        when the caller has them (:func:`best_matches` of ``bm25``)."""
+        self, query: npt.NDArray[np.float32], eligible: npt.NDArray[np.bool_], want: int, *, overlap: bool = False
+    ) -> Callable[[npt.NDArray[Any] | None, npt.NDArray[np.int64] | None], tuple[npt.NDArray[np.float32], bool]]:
+        """Start a vector search; the function returned finishes it with the query's BM25 (or None) and, when
+        the caller has them, its best keyword matches (:func:`best_matches` of the BM25), and gives the cosine
+        of every position (exact for the best keyword matches too) and whether it is exact for every eligible
+        position (see :meth:`VectorIndex.search`). With ``overlap`` the graph is searched while the caller
+        scores keywords (:meth:`VectorIndex.start`)."""
         vectors = self.index.vectors
         assert vectors is not None
         n = self.n
-        extra = None
-        # the caller's matches are the top computed below when they hold all the head's, or its top 256
-        reuse = matches is not None and (
-            len(matches) < KEYWORD_EXACT or (len(matches) == KEYWORD_EXACT and n == len(eligible))
-        )
-        if bm25 is not None and vectors.approximate and reuse:
-            assert matches is not None
-            extra = matches[matches < n]
-        if bm25 is not None and vectors.approximate and extra is None:
-            matched = np.flatnonzero((bm25[:n] > 0) & eligible[:n])
-            if len(matched) > KEYWORD_EXACT:
-                matched = matched[np.argpartition(-bm25[matched], KEYWORD_EXACT - 1)[:KEYWORD_EXACT]]
-            extra = matched.astype(np.int64)
-        head, complete = vectors.search(query, n, eligible[:n], want, extra)
-        if self.overlay is None:
-            return head, complete
-        past = np.asarray(self.overlay.vectors(self.index) @ query, dtype=np.float32)
-        return np.concatenate([head, past]), complete
+        head_search = vectors.start(query, n, eligible[:n], want, overlap=overlap)
+
+        def finish(
+            bm25: npt.NDArray[Any] | None, matches: npt.NDArray[np.int64] | None
+        ) -> tuple[npt.NDArray[np.float32], bool]:
+            extra = None
+            # the caller's matches are the top computed below when they hold all the head's, or its top 256
+            reuse = matches is not None and (
+                len(matches) < KEYWORD_EXACT or (len(matches) == KEYWORD_EXACT and n == len(eligible))
+            )
+            if bm25 is not None and vectors.approximate and reuse:
+                assert matches is not None
+                extra = matches[matches < n]
+            if bm25 is not None and vectors.approximate and extra is None:
+                matched = np.flatnonzero((bm25[:n] > 0) & eligible[:n])
+                if len(matched) > KEYWORD_EXACT:
+                    matched = matched[np.argpartition(-bm25[matched], KEYWORD_EXACT - 1)[:KEYWORD_EXACT]]
+                extra = matched.astype(np.int64)
+            head, complete = head_search(extra)
+            if self.overlay is None:
+                return head, complete
+            past = np.asarray(self.overlay.vectors(self.index) @ query, dtype=np.float32)
+            return np.concatenate([head, past]), complete
+
+        return finish
 
 
 #: Nearest vectors asked of the graph per query, at least (twice the page when that is more).
@@ -177,16 +181,22 @@ def run(index: DocIndex, request: Request, now_ms: int, overlay: Overlay | None 
         )
         terms = analysis.terms(text)
         eligible = corpus.candidates & corpus.indexed
+        reach = max(2 * want, NEAREST_MIN)
+        # a hybrid search's graph search runs while its keywords are scored
+        started = (
+            corpus.cosine(plan.vector, eligible, reach, overlap=plan.mode == "hybrid")
+            if plan.vector is not None
+            else None
+        )
         bm25 = corpus.keyword(terms) if plan.mode != "semantic" else None
         model = index.embedder.model_id if index.embedder is not None and plan.vector is not None else None
-        reach = max(2 * want, NEAREST_MIN)
         matches = best_matches(bm25, eligible, shortlist_size(want)) if bm25 is not None else None
         while True:
-            cosine, complete = (
-                corpus.cosine(plan.vector, eligible, reach, bm25, None if matches is None else matches[0])
-                if plan.vector is not None
-                else (None, True)
-            )
+            cosine, complete = None, True
+            if plan.vector is not None:
+                search = started if started is not None else corpus.cosine(plan.vector, eligible, reach)
+                started = None
+                cosine, complete = search(bm25, None if matches is None else matches[0])
             signals = Signals(
                 eligible,
                 corpus.updated,

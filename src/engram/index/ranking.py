@@ -400,12 +400,35 @@ def best_matches(
     bm25: npt.NDArray[Any], eligible: npt.NDArray[np.bool_], keep: int
 ) -> tuple[npt.NDArray[np.int64], float]:
     """The ``keep`` eligible positions of highest BM25 (all with a query term when fewer), and the highest
-    BM25 of the eligible positions left out (0 when none is)."""
-    matched = np.flatnonzero((bm25 > 0) & eligible)
+    BM25 of the eligible positions left out (0 when none is).
+
+    A query of common words matches most positions; selecting among all of them costs ~25 ms at 1M. Above
+    ``SAMPLED_FROM`` positions a threshold read off a sample keeps a few times ``keep`` of them first, and
+    the selection runs on those (exact: every position left out scores below the threshold); when the sample
+    misjudged and too few pass, it selects among all."""
+    scores = bm25 if np.count_nonzero(eligible) == len(eligible) else bm25 * eligible  # (no branches: 7x np.where)
+    matched = None
+    if len(scores) >= SAMPLED_FROM:
+        step = len(scores) // SAMPLE
+        sample = np.asarray(scores[::step])
+        above = max(1, int(4 * keep / step))  # sampled positions expected above the threshold
+        if above < len(sample):
+            threshold = sample[np.argpartition(-sample, above)[above]]
+            if threshold > 0:
+                passed = np.flatnonzero(scores >= threshold)
+                matched = passed if len(passed) > keep else None
+    if matched is None:
+        matched = np.flatnonzero(scores > 0)
     if len(matched) <= keep:
         return matched, 0.0
-    split = np.argpartition(-bm25[matched], keep - 1)
-    return matched[split[:keep]], float(bm25[matched[split[keep:]]].max())
+    values = scores[matched]
+    split = np.argpartition(-values, keep)  # the top ``keep``, then the best of the rest at ``keep``
+    return matched[split[:keep]], float(values[split[keep]])
+
+
+#: :func:`best_matches` samples a threshold from this many positions on, reading ``SAMPLE`` of them.
+SAMPLED_FROM = 200_000
+SAMPLE = 4_096
 
 
 def rank_page(

@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import functools
+import os
 import threading
 import time
 import weakref
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -38,6 +42,12 @@ GATHER_MAX = 4_000
 #: where 1 slot in 8 is eligible asks for ``FILTER_OVERSAMPLE * 8`` times as many.
 FILTER_OVERSAMPLE = 2
 
+#: A graph of this many vectors or more is searched in a worker thread while a hybrid search scores its keywords
+#: (the graph library releases the GIL): at 1M vectors each half takes ~10-15 ms on this machine.
+OVERLAP_MIN = 50_000
+#: Worker threads for those graph searches, per process.
+OVERLAP_THREADS = 2
+
 Rows = npt.NDArray[np.float32]
 Slots = npt.NDArray[np.int64]
 
@@ -52,6 +62,38 @@ def _stop_builders() -> None:
     _EXITING.set()
     for thread in list(_BUILDERS):
         thread.join()
+
+
+_SEARCHERS: dict[int, tuple[ThreadPoolExecutor, threading.BoundedSemaphore]] = {}
+_SEARCHERS_LOCK = threading.Lock()
+_T = TypeVar("_T")
+
+
+def _overlapped(work: Callable[[], _T]) -> Future[_T] | None:
+    """``work`` started in an idle worker thread, or None when every worker is busy (the caller then does it
+    itself: a loaded server gains nothing from queueing it). One pool per process, so a forked child starts
+    its own."""
+    with _SEARCHERS_LOCK:
+        found = _SEARCHERS.get(os.getpid())
+        if found is None:
+            _SEARCHERS.clear()
+            pool = ThreadPoolExecutor(OVERLAP_THREADS, thread_name_prefix="engram-graph-search")
+            found = _SEARCHERS[os.getpid()] = (pool, threading.BoundedSemaphore(OVERLAP_THREADS))
+    pool, idle = found
+    if not idle.acquire(blocking=False):
+        return None
+
+    def run() -> _T:
+        try:
+            return work()
+        finally:
+            idle.release()
+
+    try:
+        return pool.submit(run)
+    except RuntimeError:  # the interpreter is shutting down
+        idle.release()
+        return None
 
 
 def give_back_memory() -> None:
@@ -333,7 +375,42 @@ class VectorIndex:
         Exact for the tail, for ``extra`` slots (e.g. the best keyword matches) and, when few slots are
         eligible, for all of them; otherwise for about the ``want`` nearest eligible slots the graph finds.
         """
+        return self.start(query, size, eligible, want)(extra)
+
+    def start(
+        self,
+        query: npt.NDArray[np.float32],
+        size: int,
+        eligible: npt.NDArray[np.bool_] | None,
+        want: int,
+        *,
+        overlap: bool = False,
+    ) -> Callable[[Slots | None], tuple[npt.NDArray[np.float32], bool]]:
+        """:meth:`search` in two halves: this call starts it and the function it returns finishes it with the
+        ``extra`` slots. With ``overlap``, a graph of ``OVERLAP_MIN`` vectors or more is searched in a worker
+        thread (when one is idle) while the caller goes on, e.g. to score the query's keywords."""
         query = np.asarray(query, dtype=np.float32)
+        nearest = functools.partial(self._nearest, query, size, eligible, want)
+        graph = self._graph
+        pending = _overlapped(nearest) if overlap and graph is not None and len(graph) >= OVERLAP_MIN else None
+        if pending is None:
+            pending = Future()
+            pending.set_result(nearest())
+
+        def finish(extra: Slots | None) -> tuple[npt.NDArray[np.float32], bool]:
+            out, complete, in_graph = pending.result()
+            if in_graph is not None and extra is not None and len(extra):
+                picked = extra[in_graph[np.minimum(extra, size - 1)]]
+                out[picked] = self.rows(picked) @ query
+            return out, complete
+
+        return finish
+
+    def _nearest(
+        self, query: npt.NDArray[np.float32], size: int, eligible: npt.NDArray[np.bool_] | None, want: int
+    ) -> tuple[npt.NDArray[np.float32], bool, npt.NDArray[np.bool_] | None]:
+        """The tail's cosines and the graph's nearest (or every eligible slot's, when exact is cheaper), whether
+        that is exact for every eligible slot, and which slots the graph holds (None when it was not asked)."""
         out = np.zeros(size, dtype=np.float32)
         with self.lock:
             if not self.background and self.count >= self.ann_min:
@@ -347,28 +424,25 @@ class VectorIndex:
                 out[slots[keep]] = (self._tail_rows[:n] @ query)[keep]
             graph = self._graph
             if graph is None or not len(graph):
-                return out, True
+                return out, True, None
             upto = min(size, len(self._key))
             in_graph = np.zeros(size, dtype=bool)
             in_graph[:upto] = self._key[:upto] >= 0
             wanted = in_graph if eligible is None else in_graph & eligible[:size]
-            total = int(wanted.sum())
-            share = total / max(1, int(in_graph.sum()))
+            total = int(np.count_nonzero(wanted))
+            share = total / max(1, int(np.count_nonzero(in_graph)))
             count = min(len(graph), int(FILTER_OVERSAMPLE * want / share) if share < 1 else want)
             if total <= GATHER_MAX or 4 * count >= total:  # few eligible, or most of them wanted: exact
                 chosen = np.flatnonzero(wanted)
                 for lo in range(0, len(chosen), 65_536):
                     part = chosen[lo : lo + 65_536]
                     out[part] = self.rows(part) @ query
-                return out, True
+                return out, True, None
             keys, sims = graph.search(query, count, deep=share < 1)
             found = self._slot_of_key[keys]
             keep = (found >= 0) & (found < size)
             out[found[keep]] = sims[keep]
-            if extra is not None and len(extra):
-                picked = extra[(extra < upto) & in_graph[np.minimum(extra, size - 1)]]
-                out[picked] = self.rows(picked) @ query
-            return out, count >= len(graph)
+            return out, count >= len(graph), in_graph
 
     # ------------------------------------------------------------------ snapshots
 
