@@ -186,6 +186,7 @@ class KeywordIndex:
         use = stats or self.stats
         out = np.zeros(size, dtype=np.float32)
         avgdl = use.avgdl
+        first = True
         for term in dict.fromkeys(query):
             scored = self._scored.get(term)
             if scored is None:
@@ -195,7 +196,11 @@ class KeywordIndex:
             idf = use.idf(term)
             if scored.weights is None or scored.idf != idf or scored.avgdl != avgdl:
                 scored.weights, scored.idf, scored.avgdl = bm25(scored.tfs, scored.lengths, idf, avgdl), idf, avgdl
-            out[scored.slots] += scored.weights
+            if first:  # 0 + w is w: the same sums without reading zeros back (-1.4 ms for a 960k-slot list)
+                out[scored.slots] = scored.weights
+                first = False
+            else:
+                out[scored.slots] += scored.weights
         return out
 
     def _score_term(self, term: str) -> _Scored:
