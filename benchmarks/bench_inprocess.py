@@ -24,6 +24,7 @@ import os
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,10 @@ def bench_ann(n: int, queries: int, tmp: Path, threads: int, efs: list[int], fac
 
 
 def bench_store(n: int, queries: int, tmp: Path, langgraph: bool, build_threads: int = 0) -> dict[str, Any]:
+    """Load a store of ``n`` items in ``tmp`` and measure it; a store an earlier run left in ``tmp``
+    (``--keep``) is reopened and searched instead (a 1M load and graph build take half an hour)."""
+    if (tmp / "store.db").exists():
+        return search_kept(n, queries, tmp)
     texts = sentences(n)
     vectors = realistic(n)
     values = [{"kind": ["pref", "fact", "event", "task"][i % 4], "text": t} for i, t in enumerate(texts)]
@@ -165,17 +170,7 @@ def bench_store(n: int, queries: int, tmp: Path, langgraph: bool, build_threads:
         index.query_vector(q)
 
     def timed(label: str, count: int = len(query_texts), **kwargs: Any) -> None:
-        lat, cpu = [], []
-        for q in query_texts[:count]:
-            c, t = time.process_time(), time.perf_counter()
-            mem.search(("user-7",) if kwargs.get("scoped") else (), q, limit=10,
-                       filter=kwargs.get("filter"), mode=kwargs.get("mode"))  # fmt: skip
-            lat.append(time.perf_counter() - t)
-            # CPU of the search in every thread (a hybrid search's graph search runs in a worker): what a busy
-            # machine inflates least; while the graph builds, the builder's CPU is counted too
-            cpu.append(time.process_time() - c)
-        out[label] = {"p50_ms": round(pct(lat, 0.5), 2), "p99_ms": round(pct(lat, 0.99), 2),
-                      "cpu_p50_ms": round(pct(cpu, 0.5), 2), "cpu_p99_ms": round(pct(cpu, 0.99), 2)}  # fmt: skip
+        out[label] = time_searches(mem, query_texts[:count], **kwargs)
 
     timed("hybrid_while_building", 10 if build_threads else len(query_texts))
     print(f"[while building] {json.dumps(out)}", file=sys.stderr, flush=True)  # a 1M run builds for half an hour
@@ -184,12 +179,7 @@ def bench_store(n: int, queries: int, tmp: Path, langgraph: bool, build_threads:
         index.vectors.build(threads=build_threads)
     index.vectors.wait()
     out["graph_build_after_load_s"] = round(time.perf_counter() - start + 0.0, 1)
-    timed("hybrid")
-    timed("hybrid_again")  # a second pass: the machine is shared, compare the two
-    timed("keyword", mode="keyword")
-    timed("semantic", mode="semantic")
-    timed("hybrid_filtered", filter={"kind": "fact"})
-    timed("hybrid_scoped", scoped=True)
+    out.update(search_modes(mem, query_texts))
     gc.collect()
     out["rss_added_mb"] = round(rss_mb() - base)
     mem.close()
@@ -206,6 +196,55 @@ def bench_store(n: int, queries: int, tmp: Path, langgraph: bool, build_threads:
     if langgraph:
         out["langgraph_inmemory_per_s"] = round(langgraph_rate(values, vectors))
         out["ratio_to_langgraph"] = round(out["searchable_per_s"] / out["langgraph_inmemory_per_s"], 2)
+    print(json.dumps(out), flush=True)
+    return out
+
+
+def time_searches(mem: Any, query_texts: list[str], **kwargs: Any) -> dict[str, float]:
+    """Latency and CPU p50/p99 of a search per query (``scoped``: under ``("user-7",)``)."""
+    lat, cpu = [], []
+    for q in query_texts:
+        c, t = time.process_time(), time.perf_counter()
+        mem.search(("user-7",) if kwargs.get("scoped") else (), q, limit=10,
+                   filter=kwargs.get("filter"), mode=kwargs.get("mode"))  # fmt: skip
+        lat.append(time.perf_counter() - t)
+        # CPU of the search in every thread (a hybrid search's graph search runs in a worker): what a busy
+        # machine inflates least; while the graph builds, the builder's CPU is counted too
+        cpu.append(time.process_time() - c)
+    return {"p50_ms": round(pct(lat, 0.5), 2), "p99_ms": round(pct(lat, 0.99), 2),
+            "cpu_p50_ms": round(pct(cpu, 0.5), 2), "cpu_p99_ms": round(pct(cpu, 0.99), 2)}  # fmt: skip
+
+
+def search_modes(mem: Any, query_texts: list[str]) -> dict[str, Any]:
+    """Every mode's latency on a store whose graph is built: hybrid twice (the machine is shared: compare the
+    two passes), keyword, semantic, filtered (1 in 4) and scoped (1 in 100) hybrid."""
+    return {
+        "hybrid": time_searches(mem, query_texts),
+        "hybrid_again": time_searches(mem, query_texts),
+        "keyword": time_searches(mem, query_texts, mode="keyword"),
+        "semantic": time_searches(mem, query_texts, mode="semantic"),
+        "hybrid_filtered": time_searches(mem, query_texts, filter={"kind": "fact"}),
+        "hybrid_scoped": time_searches(mem, query_texts, scoped=True),
+    }
+
+
+def search_kept(n: int, queries: int, tmp: Path) -> dict[str, Any]:
+    """Reopen the store an earlier ``store`` run kept in ``tmp`` and measure its searches."""
+    embedder = HashingEmbedder()
+    start = time.perf_counter()
+    mem = engram.open(f"sqlite:///{tmp / 'store.db'}", embedder=embedder, vector_cache=tmp / "vectors.db")
+    if hasattr(mem.pool, "query_cache"):
+        mem.pool.query_cache = None
+    query_texts = [" ".join(t.split()[:4]) for t in sentences(queries, seed=5)]
+    mem.search((), query_texts[0], limit=10)
+    out: dict[str, Any] = {"n": n, "kept": True, "reopen_first_search_s": round(time.perf_counter() - start, 2)}
+    index = mem.pool.head(mem.branch, mem.head.tree)
+    assert index.vectors is not None
+    index.vectors.wait()
+    for q in query_texts:
+        index.query_vector(q)
+    out.update(search_modes(mem, query_texts))
+    mem.close()
     print(json.dumps(out), flush=True)
     return out
 
@@ -242,10 +281,16 @@ def main() -> None:
     parser.add_argument("--expansion-add", type=int, default=ann.EXPANSION_ADD, help="insert candidates (ann)")
     parser.add_argument("--oversample", default="", help="also measure filtered recall with these factors (ann)")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--keep", type=Path, default=None,
+        help="store: load into this folder and keep it; when it already holds a store, search that one (store)",
+    )  # fmt: skip
     args = parser.parse_args()
     ann.CONNECTIVITY, ann.EXPANSION_ADD = args.connectivity, args.expansion_add
     factors = [float(f) for f in args.oversample.split(",")] if args.oversample else []
-    with tempfile.TemporaryDirectory() as tmp:
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() if args.keep is None else nullcontext(str(args.keep)) as tmp:
         efs = [int(e) for e in args.ef.split(",")] if args.ef else []
         if args.what == "ann":
             results: Any = [

@@ -178,11 +178,10 @@ def test_items_read_that_cannot_reach_the_page_are_not_fetched_and_the_page_is_t
     read = skipped = 0
     promising = pgquery.PgQuery._promising
 
-    def spy(self: pgquery.PgQuery, lists: pglists.Lists, ref: float) -> list[bytes]:
+    def spy(self: pgquery.PgQuery, lists: pglists.Lists, ref: float, pending: Any) -> Any:
         nonlocal read, skipped
-        before = len(self._items() - self._probed)
-        kept = promising(self, lists, ref)
-        read, skipped = read + before, skipped + before - len(kept)
+        kept = promising(self, lists, ref, pending)
+        read, skipped = read + len(pending), skipped + len(pending) - len(kept)
         return kept
 
     ops = [
@@ -217,14 +216,14 @@ def test_a_round_reads_only_the_lists_that_grew_and_fetches_no_item_twice(corpus
     rounds: list[tuple[bool, bool]] = []  # per round: whether the vector list deepened, and was read again
     signals, read = pgquery.PgQuery._signals, pgquery.PgQuery._read
 
-    def spy_signals(self: pgquery.PgQuery, rows: list[Any], *args: Any) -> Any:
-        fetched[:] = [bytes(r[0]) for r in rows]
-        return signals(self, rows, *args)
+    def spy_signals(self: pgquery.PgQuery, *args: Any) -> Any:
+        fetched[:] = [self._reads.keys[i] for ids in self._row_ids for i in ids.tolist()]
+        return signals(self, *args)
 
     def spy_read(self: pgquery.PgQuery, lists: pglists.Lists, *, fetch: bool) -> Any:
-        depth, before = self._read_to.get(pglists.VECTOR), self._lists.get(pglists.VECTOR)
+        depth, before = self._read_to.get(pglists.VECTOR), self._reads.lists.get(pglists.VECTOR)
         out = read(self, lists, fetch=fetch)
-        rounds.append((depth != lists.depths[pglists.VECTOR], self._lists.get(pglists.VECTOR) is not before))
+        rounds.append((depth != lists.depths[pglists.VECTOR], self._reads.lists.get(pglists.VECTOR) is not before))
         return out
 
     pgquery.PgQuery._signals = spy_signals  # type: ignore[method-assign]

@@ -195,4 +195,67 @@ class Lists:
         return len(chosen) >= request.limit and ranking.score(chosen[-1]) > bound
 
 
-__all__ = ["CONFIDENT", "FIRST_DEPTH", "FRESH", "FULL_LIST", "NEWEST", "SLACK", "VECTOR", "Lists"]
+class Reads:
+    """What a search's lists read so far, by item: an item gets an id the first time a list gives it; per list,
+    the ids it gave and their values (a list read again from its start replaces what it gave before); the
+    cosines the vector lists gave (kept across rounds); and which items were fetched or judged unable to rank.
+    Arrays over ids, so a round's bookkeeping costs numpy operations, not a dictionary lookup per item."""
+
+    def __init__(self) -> None:
+        self.ids: dict[bytes, int] = {}
+        self.keys: list[bytes] = []
+        self.lists: dict[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+        self._near = np.zeros(0)
+        self._probed = np.zeros(0, dtype=bool)
+
+    def take(self, read: dict[int, tuple[list[bytes], list[float]]]) -> None:
+        """Take in what lists gave this round: per list, its keys and values in its order."""
+        ids, keys = self.ids, self.keys
+        for i, (found, values) in read.items():
+            at = np.empty(len(found), dtype=np.int64)
+            for n, key in enumerate(found):
+                j = ids.get(key)
+                if j is None:
+                    j = ids[key] = len(keys)
+                    keys.append(key)
+                at[n] = j
+            self.lists[i] = (at, np.asarray(values, dtype=np.float64))
+        size = len(keys)
+        if len(self._near) < size:
+            self._near = np.concatenate([self._near, np.full(size - len(self._near), np.nan)])
+            self._probed = np.concatenate([self._probed, np.zeros(size - len(self._probed), dtype=bool)])
+        for i in (VECTOR, FRESH):
+            if i in read:
+                at, cosines = self.lists[i]
+                self._near[at] = cosines
+
+    def summary(self) -> dict[int, tuple[int, float]]:
+        """Per list read: how many items it gave and its last (lowest) value."""
+        return {i: (len(at), float(values.min())) for i, (at, values) in self.lists.items() if len(at)}
+
+    def unprobed(self) -> npt.NDArray[np.int64]:
+        """The items on some list that were neither fetched nor judged unable to rank."""
+        on = np.zeros(len(self.keys), dtype=bool)
+        for at, _ in self.lists.values():
+            on[at] = True
+        return np.flatnonzero(on & ~self._probed)
+
+    def probed(self, ids: npt.NDArray[np.int64]) -> None:
+        """Mark items as decided: fetched, or unable to rank."""
+        self._probed[ids] = True
+
+    def values(self, ids: npt.NDArray[np.int64]) -> dict[int, npt.NDArray[np.float64]]:
+        """Per list, the value it gave each of ``ids`` (NaN: not on that list)."""
+        out = {}
+        for i, (at, found) in self.lists.items():
+            column = np.full(len(self.keys), np.nan)
+            column[at] = found
+            out[i] = column[ids]
+        return out
+
+    def near(self, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """The cosines the vector lists gave ``ids`` (NaN: on neither)."""
+        return self._near[ids]
+
+
+__all__ = ["CONFIDENT", "FIRST_DEPTH", "FRESH", "FULL_LIST", "NEWEST", "SLACK", "VECTOR", "Lists", "Reads"]

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from engram import codec
 from engram.errors import EmbedderError
@@ -39,7 +40,7 @@ from engram.index import keyword
 from engram.index.cache import embed_through
 from engram.index.corpus import query_terms
 from engram.index.doclist import Doc, confidence_of
-from engram.index.pglists import CONFIDENT, FRESH, NEWEST, SLACK, VECTOR, Lists
+from engram.index.pglists import CONFIDENT, FRESH, NEWEST, SLACK, VECTOR, Lists, Reads
 from engram.index.pgrows import counts_of, like_prefix, vector_text
 from engram.index.ranking import (
     KEYWORD_WEIGHT,
@@ -136,11 +137,13 @@ class PgQuery:
             self.params["excluded"] = overlay.excluded
         self.excluded = 0 if overlay is None else len(overlay.excluded)
         self.records: dict[bytes, Record] = {}
-        #: A ranked search's state across rounds: each list's depth read, its items and their values; the
-        #: cosines known (from the vector lists, or fetched); the items decided (fetched, or unable to rank).
+        #: A ranked search's state across rounds: each list's depth read; its items, their values and the items
+        #: decided (fetched, or unable to rank); the rows fetched (each item's id and signal columns); cosines
+        #: fetched for items off the vector lists.
         self._read_to: dict[int, int] = {}
-        self._lists: dict[int, dict[bytes, float]] = {}
-        self._near: dict[bytes, float] = {}
+        self._reads = Reads()
+        self._row_ids: list[npt.NDArray[np.int64]] = []
+        self._row_columns: list[npt.NDArray[np.float64]] = []
         self._fetched: dict[bytes, float] = {}
         #: An item read whose bound is under the page's last score so far cannot reach the page: it is never
         #: fetched. Off the vector lists its cosine counts as 1 unless they are exact (the last cosine of an
@@ -149,7 +152,6 @@ class PgQuery:
         #: read is fetched.
         self._page = -math.inf
         self._floor = -math.inf
-        self._probed: set[bytes] = set()
         self._terms: list[str] = []
         self._query_text = ""
         self.extra = [] if overlay is None else [d for d in overlay.docs if self._in_scope(d)]
@@ -229,14 +231,14 @@ class PgQuery:
         model = s.model if plan.vector is not None else None
         self._query_text = vector_text(plan.vector) if plan.vector is not None else ""
         self._terms = terms
-        rows: list[tuple[Any, ...]] = []
         while True:
             if lists.any():
-                rows += self._read(lists, fetch=not self._read_to)
-                lists.read(self._summary())
-                if self._probed != self._items():
-                    rows += self._probe(self._promising(lists, ref))
-            keys, signals = self._signals(rows, terms, plan, stats, lists.cosine_cap())
+                self._read(lists, fetch=not self._read_to)
+                lists.read(self._reads.summary())
+                pending = self._reads.unprobed()
+                if len(pending):
+                    self._probe(self._promising(lists, ref, pending))
+            keys, signals = self._signals(terms, plan, stats, lists.cosine_cap())
             ranking = rank(signals, plan.mode, request.profile, self.now, request.min_score, embedder=model)
             chosen = select(ranking.order(keys.__getitem__, want), request.offset, request.limit, self._admit(keys))
             if lists.settled(ranking, chosen, request, lists.bound(ref, self.now)):
@@ -252,10 +254,10 @@ class PgQuery:
             hits.append(Hit(found.namespace, found.key, found.record, ranking.score(i), explained))
         return Hits(hits, plan.mode, plan.requested, plan.degraded, head.pending)
 
-    def _read(self, lists: Lists, *, fetch: bool) -> list[tuple[Any, ...]]:
+    def _read(self, lists: Lists, *, fetch: bool) -> None:
         """Read the lists whose depth grew since the last round (each from its start: a list is a prefix of its
         order), remembering each list's items and values; with ``fetch`` (the first round), also the rows of
-        every item read, in the same statement. Returns the rows fetched (:meth:`_probe`'s)."""
+        every item read, in the same statement (kept as :meth:`_probe` keeps its rows)."""
         depths = {**lists.depths, **({FRESH: lists.depths[VECTOR]} if VECTOR in lists.depths else {})}
         grown = {i: n for i, n in depths.items() if self._read_to.get(i) != n}
         params = {**self.params, **{f"n{i}": depths[i] for i in range(len(lists.terms))}}
@@ -293,7 +295,7 @@ class PgQuery:
                 )
         self._read_to.update(grown)
         if not parts:
-            return []
+            return
         sql = (
             f"WITH lists (l, key, v) AS MATERIALIZED ({' UNION ALL '.join(parts)}) "
             f"SELECT l, key, v{self._columns(True)} FROM lists"
@@ -312,19 +314,19 @@ class PgQuery:
                 )
             cursor = conn.execute(sql, params, binary=True, prepare=False)  # a generic plan cannot see depths
             found = cursor.fetchall()
-        read: dict[int, dict[bytes, float]] = {i: {} for i in grown}
+        read: dict[int, tuple[list[bytes], list[float]]] = {i: ([], []) for i in grown}
         rows = []
         for r in found:
             if r[0] is None:
                 rows.append((r[1], *r[3:]))
             else:
-                read[r[0]][bytes(r[1])] = r[2]
-        self._lists.update(read)
-        for i in (VECTOR, FRESH):
-            self._near.update(read.get(i, {}))
+                keys, values = read[r[0]]
+                keys.append(bytes(r[1]))
+                values.append(r[2])
+        self._reads.take(read)  # every item fetched is on a list: the lists first, so each has an id
         if fetch:
-            self._probed.update(self._items())
-        return rows
+            self._reads.probed(self._reads.unprobed())
+        self._keep(rows)
 
     def _columns(self, empty: bool) -> str:
         """The signal columns of an item's row (``updated``, confidence, length, each query term's frequency) as
@@ -335,61 +337,55 @@ class PgQuery:
             f", coalesce(d.tf_list[array_position(d.term_list, %(t{i})s)], 0)" for i in range(len(self._terms))
         )
 
-    def _items(self) -> set[bytes]:
-        """Every item the lists read so far."""
-        return set().union(*self._lists.values()) if self._lists else set()
-
-    def _summary(self) -> dict[int, tuple[int, float]]:
-        """Per list read: how many items it gave and its last value."""
-        return {i: (len(found), min(found.values())) for i, found in self._lists.items() if found}
-
-    def _promising(self, lists: Lists, ref: float) -> list[bytes]:
-        """The items read but not fetched yet that could still reach the page (see ``_page``): an item's bound
-        takes its values on the lists that gave it, and the lists' last values elsewhere."""
-        keys = list(self._items() - self._probed)
-        self._probed.update(keys)
-        if (self._page == -math.inf and self._floor == -math.inf) or not keys:
-            return keys
-        where = {key: n for n, key in enumerate(keys)}
-        values = {}
-        for i, found in self._lists.items():
-            column = np.full(len(keys), np.nan)
-            for key, value in found.items():
-                n = where.get(key)
-                if n is not None:
-                    column[n] = value
-            values[i] = column
+    def _promising(self, lists: Lists, ref: float, pending: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Of the items read but not fetched yet (``pending``, ids), those that could still reach the page (see
+        ``_page``): an item's bound takes its values on the lists that gave it, and the lists' last values
+        elsewhere. Every pending item is decided here: fetched next, or unable to rank."""
+        self._reads.probed(pending)
+        if self._page == -math.inf and self._floor == -math.inf:
+            return pending
+        values = self._reads.values(pending)
         cap = lists.cosine_cap()
         keep = lists.bounds(values, ref, cap if lists.exact else 1.0) >= self._page
         if self._floor > -math.inf:
             keep &= lists.bounds(values, ref, cap) >= self._floor
-        return [key for key, kept in zip(keys, keep.tolist(), strict=True) if kept]
+        return pending[keep]
 
-    def _probe(self, keys: list[bytes]) -> list[tuple[Any, ...]]:
-        """The rows (signals) of these items, in scope and searchable."""
-        if not keys:
-            return []
+    def _probe(self, ids: npt.NDArray[np.int64]) -> None:
+        """Fetch the rows (signals) of these items, in scope and searchable."""
+        if not len(ids):
+            return
+        keys = [self._reads.keys[i] for i in ids.tolist()]
         params = {**self.params, "keys": keys, **{f"t{i}": t for i, t in enumerate(self._terms)}}
         sql = (
             f"SELECT d.key{self._columns(False)} FROM engram_docs d WHERE {' AND '.join(self.where)} "
             "AND d.indexed AND d.key = ANY(%(keys)b)"
         )
-        return self._fetch(sql, params)
+        self._keep(self._fetch(sql, params))
+
+    def _keep(self, rows: list[tuple[Any, ...]]) -> None:
+        """Keep fetched rows (key, ``updated``, confidence, length, each query term's frequency) as their items'
+        ids and a float array of their columns, converted once."""
+        if not rows:
+            return
+        ids = self._reads.ids
+        self._row_ids.append(np.fromiter((ids[bytes(r[0])] for r in rows), dtype=np.int64, count=len(rows)))
+        self._row_columns.append(np.array([r[1:] for r in rows], dtype=np.float64))
 
     def _signals(
-        self, rows: list[tuple[Any, ...]], terms: list[str], plan: ModePlan, stats: keyword.Stats, cap: float
+        self, terms: list[str], plan: ModePlan, stats: keyword.Stats, cap: float
     ) -> tuple[list[bytes], Signals]:
-        """The candidates (rows read, then the overlay's documents) and their raw signals."""
-        keys = [bytes(row[0]) for row in rows]
+        """The candidates (rows fetched, then the overlay's documents) and their raw signals."""
         width = 3 + len(terms)
-        columns = [np.asarray(c, dtype=np.float64) for c in zip(*(r[1:] for r in rows), strict=True)]
-        columns = columns or [np.zeros(0)] * width
-        updated = columns[0].astype(np.int64)
-        confidence = columns[1].astype(np.float32)
-        lengths = columns[2].astype(np.float32)
-        near, nan = self._near, math.nan
-        cosine = np.asarray([near.get(key, nan) for key in keys], dtype=np.float64)
-        tfs = [c.astype(np.float32) for c in columns[3:]]
+        row_ids = np.concatenate(self._row_ids) if self._row_ids else np.zeros(0, dtype=np.int64)
+        table = np.concatenate(self._row_columns) if self._row_columns else np.zeros((0, width))
+        all_keys = self._reads.keys
+        keys = [all_keys[i] for i in row_ids.tolist()]
+        updated = table[:, 0].astype(np.int64)
+        confidence = table[:, 1].astype(np.float32)
+        lengths = table[:, 2].astype(np.float32)
+        cosine = self._reads.near(row_ids)
+        tfs = [table[:, 3 + j].astype(np.float32) for j in range(len(terms))]
         eligible = np.ones(len(keys), dtype=bool)
         if self.extra:
             extra = self.extra
