@@ -175,10 +175,10 @@ def test_order_sorts_in_numpy_and_reads_keys_only_for_ties() -> None:
 
     def key(position: int) -> bytes:
         asked.append(position)
-        return {11: b"b", 15: b"a", 12: b"z", 13: b"y"}[position]
+        return {11: b"b", 15: b"a", 12: b"z", 13: b"y", 10: b"c"}[position]
 
-    assert list(best_first(values, updated, positions, key, 10)) == [15, 11, 13, 12, 10, 14]
-    assert sorted(asked) == [11, 12, 13, 15]  # only the two runs of equal value and updated_at
+    assert list(best_first(values, updated, positions, key, 10)) == [15, 11, 10, 13, 12, 14]
+    assert sorted(asked) == [10, 11, 12, 13, 15]  # only the two runs of equal value, ordered by key alone
 
 
 def test_keyword_scores_reuse_weights_until_the_statistics_change() -> None:

@@ -319,7 +319,8 @@ def test_a_single_match_scores_what_it_would_among_many(smem: Memory) -> None:
     smem.put(NS, "only", {"text": "dark mode"})
     alone = smem.search(NS, "dark mode", explain=True)[0]
     assert alone.score is not None and 0.7 < alone.score < 1.0
-    assert alone.explain is not None and alone.explain["cosine"] == pytest.approx(1.0, abs=1e-5)
+    # the cosine of a vector kept at float16 precision with the query's own
+    assert alone.explain is not None and alone.explain["cosine"] == pytest.approx(1.0, abs=1e-3)
     seed(smem)
     crowded = smem.search(NS, "dark mode", explain=True)[0]
     assert crowded.key == "only" and crowded.explain is not None

@@ -7,6 +7,8 @@ empty tree); it is never the source of truth.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import os
 import threading
 from collections import Counter
@@ -46,6 +48,8 @@ CACHE_STEP = 16_384
 SCAN_FROM = 20_000
 #: Texts embedded between two progress reports (and two writes to the vector cache).
 EMBED_STEP = 256
+#: Default of :attr:`DocIndex.scope_exact`: scopes up to the size below which a whole index is searched exactly.
+SCOPE_EXACT = 20_000
 #: A progress callback taking ``(phase, done, total)``; phases are ``"index"`` and ``"embed"``.
 Phases = Callable[[str, int, int], None]
 
@@ -68,6 +72,7 @@ class DocIndex:
         fields: Sequence[str] = ("$",),
         embedder: Embedder | None = None,
         cache: VectorCache | None = None,
+        scope_exact: int = SCOPE_EXACT,
     ) -> None:
         self.nodes = nodes
         self.fields = tuple(fields)
@@ -78,6 +83,12 @@ class DocIndex:
         self.slot_of = SlotMap(self.docs.key)
         self.hashes = np.zeros((1024, 32), dtype=np.uint8)  # text hash per slot, for the vector cache
         self.namespaces: dict[tuple[str, ...], int] = {}
+        self._ns_sorted: list[tuple[str, ...]] = []  # the namespaces sorted, and their ids (namespace_ids)
+        self._ns_sorted_ids: list[int] = []
+        self._ns_seen = 0
+        #: A search whose scope (namespace prefix) holds at most this many items scores them exactly, whatever the
+        #: size of the index (engram.index.engine); larger scopes use the postings and the vector graph.
+        self.scope_exact = scope_exact
         self.ns_ids = np.zeros(1024, dtype=np.int32)
         self.updated = np.zeros(1024, dtype=np.int64)
         self.expires = np.full(1024, NEVER, dtype=np.int64)
@@ -278,7 +289,8 @@ class DocIndex:
         new_slot[alive] = np.arange(len(alive))
         vectors, pending = self.vectors, self.pending
         embedder, cache, fields, root, unsaved = self.embedder, self.cache, self.fields, self.root, self.unsaved
-        self.__init__(self.nodes, fields=fields, embedder=embedder, cache=cache)  # type: ignore[misc]
+        scope_exact = self.scope_exact
+        self.__init__(self.nodes, fields=fields, embedder=embedder, cache=cache, scope_exact=scope_exact)  # type: ignore[misc]
         keys = [key for key, _ in raws]
         for slot, key in enumerate(keys):
             self.slot_of[key] = slot
@@ -380,13 +392,36 @@ class DocIndex:
         self.pending.difference_update(slots[have].tolist())
         return have
 
+    def namespace_ids(self, prefix: Sequence[str]) -> list[int]:
+        """The ids of the namespaces under ``prefix`` (a prefix's namespaces are one run of the sorted namespaces:
+        found by bisection, never by a scan of every namespace the index has seen)."""
+        known = self.namespaces
+        if self._ns_seen > len(known) or len(known) - self._ns_seen > max(1_000, self._ns_seen // 8):
+            self._ns_sorted = sorted(known)
+            self._ns_sorted_ids = [known[ns] for ns in self._ns_sorted]
+            self._ns_seen = len(known)
+        elif self._ns_seen < len(known):  # namespaces seen since: each put in its place
+            for ns in itertools.islice(known, self._ns_seen, None):
+                at = bisect.bisect_left(self._ns_sorted, ns)
+                self._ns_sorted.insert(at, ns)
+                self._ns_sorted_ids.insert(at, known[ns])
+            self._ns_seen = len(known)
+        wanted = tuple(prefix)
+        ids = []
+        for at in range(bisect.bisect_left(self._ns_sorted, wanted), len(self._ns_sorted)):
+            if self._ns_sorted[at][: len(wanted)] != wanted:
+                break
+            ids.append(self._ns_sorted_ids[at])
+        return ids
+
     def namespace_mask(self, prefix: Sequence[str]) -> npt.NDArray[np.bool_]:
         """Slots whose namespace starts with ``prefix``."""
         size = self.size
         if not prefix:
             return self.alive[:size].copy()
-        wanted = tuple(prefix)
-        ids = [i for ns, i in self.namespaces.items() if ns[: len(wanted)] == wanted]
+        ids = self.namespace_ids(prefix)
+        if len(ids) == 1:
+            return (self.ns_ids[:size] == ids[0]) & self.alive[:size]
         return np.isin(self.ns_ids[:size], ids) & self.alive[:size]
 
     # ------------------------------------------------------------------ snapshots

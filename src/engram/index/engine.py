@@ -32,6 +32,7 @@ from engram.index.ranking import (
     select,
     shortlist_size,
 )
+from engram.index.vector import cosines, stored
 from engram.objects import Record
 
 
@@ -62,46 +63,71 @@ class Overlay:
             rows = np.zeros((len(self.docs), index.vectors.dim), dtype=np.float32)
             chosen = [j for j, d in enumerate(self.docs) if d.indexed]
             if chosen:
-                rows[chosen] = np.stack(index.vectors_for([self.docs[j].text for j in chosen]))
+                rows[chosen] = stored(np.stack(index.vectors_for([self.docs[j].text for j in chosen])))
             self._vectors = rows
         return self._vectors
 
 
 class _Corpus:
-    """Head slots and overlay documents side by side, as flat arrays."""
+    """The documents a search ranks, as flat arrays over *positions*: head slots, then overlay documents.
+
+    A search over the whole index takes every slot as a position (position = slot). A search whose scope (its
+    namespace prefix, alive and unexpired) holds at most ``DocIndex.scope_exact`` items takes only the scope's
+    slots (``slots``): its keyword scores are read from the postings at those slots and its cosines computed for
+    them exactly, so its cost follows the scope, not the store (a small tenant in a large store).
+    """
 
     def __init__(self, index: DocIndex, overlay: Overlay | None, prefix: tuple[str, ...], now_ms: int) -> None:
         self.index = index
         self.overlay = overlay
         self.extra = overlay.docs if overlay is not None else []
-        n = index.size
-        self.n = n
-        mask = index.namespace_mask(prefix) & (index.expires[:n] > now_ms)
+        self.slots: npt.NDArray[np.int64] | None = None
+        mask = index.namespace_mask(prefix) & (index.expires[: index.size] > now_ms)
+        if overlay is not None:
+            mask[overlay.excluded] = False
+        if prefix and (count := int(np.count_nonzero(mask))) <= index.scope_exact and count < index.size:
+            self.slots = slots = np.flatnonzero(mask)
+            n = self.n = len(slots)
+            mask = np.ones(n, dtype=bool)
+            indexed, updated, confidence = index.indexed[slots], index.updated[slots], index.confidence[slots]
+        else:
+            n = self.n = index.size
+            indexed, updated, confidence = index.indexed[:n], index.updated[:n], index.confidence[:n]
+        self.stats = index.keyword.stats
         if overlay is None:
-            self.candidates, self.indexed = mask, index.indexed[:n]
-            self.updated, self.confidence = index.updated[:n], index.confidence[:n]
-            self.stats = index.keyword.stats
+            self.candidates, self.indexed, self.updated, self.confidence = mask, indexed, updated, confidence
             return
-        mask[overlay.excluded] = False
         extra_ok = np.array([ns[: len(prefix)] == prefix for ns in overlay.namespaces], dtype=bool)
         extra_ok &= overlay.expires > now_ms
         self.candidates = np.concatenate([mask, extra_ok])
-        self.indexed = np.concatenate([index.indexed[:n], overlay.indexed])
-        self.updated = np.concatenate([index.updated[:n], overlay.updated])
-        self.confidence = np.concatenate([index.confidence[:n], overlay.confidence])
+        self.indexed = np.concatenate([indexed, overlay.indexed])
+        self.updated = np.concatenate([updated, overlay.updated])
+        self.confidence = np.concatenate([confidence, overlay.confidence])
         self.stats = overlay.stats
 
+    @property
+    def scoped(self) -> bool:
+        """Whether the positions are the scope's slots only (exact scoring of a small scope)."""
+        return self.slots is not None
+
+    def slot(self, i: int) -> int:
+        """The head slot at a position below ``n``."""
+        return i if self.slots is None else int(self.slots[i])
+
     def key(self, i: int) -> bytes:
-        return self.index.docs.key(i) if i < self.n else self.extra[i - self.n].key
+        return self.index.docs.key(self.slot(i)) if i < self.n else self.extra[i - self.n].key
 
     def entry(self, i: int) -> tuple[tuple[str, ...], str, Record]:
         if i < self.n:
-            return self.index.docs.entry(i)
+            return self.index.docs.entry(self.slot(i))
         doc = self.extra[i - self.n]
         return doc.namespace, doc.item_key, doc.record
 
     def keyword(self, terms: list[str]) -> npt.NDArray[np.float32]:
-        head = self.index.keyword.scores(terms, self.n, self.stats)
+        if self.slots is None:
+            head = self.index.keyword.scores(terms, self.n, self.stats)
+        else:
+            head = self.index.keyword.scores_at(terms, self.slots, self.stats)
         if self.overlay is None:
             return head
         overlay = self.overlay
@@ -120,10 +146,22 @@ class _Corpus:
         the caller has them, its best keyword matches (:func:`best_matches` of the BM25), and gives the cosine
         of every position (exact for the best keyword matches too) and whether it is exact for every eligible
         position (see :meth:`VectorIndex.search`). With ``overlap`` the graph is searched while the caller
-        scores keywords (:meth:`VectorIndex.start`)."""
+        scores keywords (:meth:`VectorIndex.start`). A scoped corpus computes every eligible cosine exactly."""
         vectors = self.index.vectors
         assert vectors is not None
         n = self.n
+        if self.slots is not None:
+            head = np.zeros(n, dtype=np.float32)
+            chosen = np.flatnonzero(eligible[:n])
+            if len(chosen):
+                head[chosen] = cosines(vectors.rows(self.slots[chosen]), query)
+
+            def exact(
+                bm25: npt.NDArray[Any] | None, matches: npt.NDArray[np.int64] | None
+            ) -> tuple[npt.NDArray[np.float32], bool]:
+                return self._with_past(head, query), True
+
+            return exact
         head_search = vectors.start(query, n, eligible[:n], want, overlap=overlap)
 
         def finish(
@@ -143,12 +181,15 @@ class _Corpus:
                     matched = matched[np.argpartition(-bm25[matched], KEYWORD_EXACT - 1)[:KEYWORD_EXACT]]
                 extra = matched.astype(np.int64)
             head, complete = head_search(extra)
-            if self.overlay is None:
-                return head, complete
-            past = np.asarray(self.overlay.vectors(self.index) @ query, dtype=np.float32)
-            return np.concatenate([head, past]), complete
+            return self._with_past(head, query), complete
 
         return finish
+
+    def _with_past(self, head: npt.NDArray[np.float32], query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """The head positions' cosines, then the overlay documents' (computed as the head's are)."""
+        if self.overlay is None:
+            return head
+        return np.concatenate([head, cosines(self.overlay.vectors(self.index), query)])
 
 
 #: Nearest vectors asked of the graph per query, at least (twice the page when that is more).

@@ -203,6 +203,26 @@ class KeywordIndex:
                 out[scored.slots] += scored.weights
         return out
 
+    def scores_at(self, query: Iterable[str], slots: npt.NDArray[np.int64], stats: Stats | None = None) -> npt.NDArray[np.float32]:
+        """BM25 score of the given slots (ascending) for the query terms: :meth:`scores` at those slots, the same
+        numbers, found by bisecting each term's postings (cost grows with the slots, not the postings)."""
+        use = stats or self.stats
+        out = np.zeros(len(slots), dtype=np.float32)
+        avgdl = use.avgdl
+        for term in dict.fromkeys(query):
+            scored = self._scored.get(term)
+            if scored is None:
+                scored = self._score_term(term)
+            if not len(scored.slots) or not len(slots):
+                continue
+            at = np.searchsorted(scored.slots, slots)
+            hit = at < len(scored.slots)
+            hit[hit] = scored.slots[at[hit]] == slots[hit]
+            if hit.any():
+                where = at[hit]
+                out[hit] += bm25(scored.tfs[where], scored.lengths[where], use.idf(term), avgdl)
+        return out
+
     def _score_term(self, term: str) -> _Scored:
         slots, tfs = self._array(term)
         live = self._lengths[slots] > 0

@@ -55,6 +55,7 @@ from engram.index.pgschema import SEARCH_MIGRATIONS
 from engram.index.pgsettle import Settler
 from engram.index.pgwrite import SMALL_WRITE, Head, Plan, lag, write
 from engram.index.ranking import Hits, Request
+from engram.index.vector import stored
 from engram.repo import HEADS, Repository
 from engram.tree import diff_trees, empty_tree
 
@@ -308,7 +309,7 @@ class PgEngine:
                     "INSERT INTO engram_doc_vectors_fresh (repo, branch, key, dim, embedding) SELECT %s, %s, %s, %s, "
                     "%s::vector WHERE EXISTS (SELECT 1 FROM engram_docs WHERE repo = %s AND branch = %s "
                     "AND key = %s AND record = %s) ON CONFLICT DO NOTHING",
-                    [(repo, branch, d.key, len(v), vector_text(v), repo, branch, d.key, d.data)
+                    [(repo, branch, d.key, len(v), vector_text(stored(v[None])[0]), repo, branch, d.key, d.data)
                      for d, v in zip(docs, vectors, strict=True) if v is not None],
                 )  # fmt: skip
             conn.execute(

@@ -57,6 +57,7 @@ from engram.index.ranking import (
     select,
     semantic_score,
 )
+from engram.index.vector import cosines, stored
 from engram.objects import Record, decode_record
 
 if TYPE_CHECKING:
@@ -485,7 +486,7 @@ class PgQuery:
                 vectors = embed_through(self.s.embedder, self.s.cache, [extra[j].text for j in wanted])
             except EmbedderError:
                 return out
-            out[wanted] = np.stack(vectors) @ plan.vector
+            out[wanted] = cosines(stored(np.stack(vectors)), plan.vector)
         return out
 
     # ------------------------------------------------------------------ records

@@ -26,6 +26,7 @@ from engram.hashing import ChunkId
 from engram.index import keyword
 from engram.index.doclist import Doc, confidence_of
 from engram.index.pgrows import counts_of, jsonb_text, ns_path, vector_text
+from engram.index.vector import stored
 
 #: Rows written at once after which the tables are analysed (bulk loads change the right query plans).
 ANALYZE_AFTER = 5_000
@@ -139,6 +140,7 @@ def write(
             impacts = keyword.bm25(tf, np.full(len(found), size, dtype=np.float32), 1.0, ref).tolist()
             postings.extend((repo, branch, t, doc.key, w) for t, w in zip(found, impacts, strict=True))
         if vector is not None:
+            vector = stored(vector[None])[0]  # float16 precision, as the in-process index keeps vectors
             embedding = vector_text(vector) if small else _vector_bytes(vector)
             vectors.append((repo, branch, doc.key, len(vector), embedding))
     changed = {t: df[t] for t in sorted(df) if df[t]}  # in the primary key's order

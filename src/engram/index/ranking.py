@@ -226,7 +226,7 @@ class Ranking:
     formula: str = field(default="")
 
     def order(self, key_of: Callable[[int], bytes], want: int) -> Iterator[int]:
-        """Positions best first (see :func:`best_first`)."""
+        """Positions best first, ties by tree key (see :func:`best_first`)."""
         return best_first(self.scores, self.updated, self.positions, key_of, want)
 
     def score(self, position: int) -> float:
@@ -495,8 +495,10 @@ def best_first(
     """``positions`` by descending value, selected in growing rounds, so a page costs about its own size
     even when a filter rejects most of what ranks first.
 
-    Equal values go newest first (``updated`` descending), then by tree key (namespace, then item key):
-    every engine orders ties this way. ``values`` and ``updated`` are parallel to ``positions``.
+    Equal values go by tree key, that is by namespace, then by item key: every engine and every path orders
+    ties this way, so two stores holding the same items (or a past version and a store rebuilt from it) return
+    the same page. ``values`` and ``updated`` are parallel to ``positions`` (a listing's values *are* the
+    ``updated_at``; ``updated`` is kept for callers that rank by something else).
     """
     idx = np.arange(len(positions))
     take = max(4 * want, 64)
@@ -507,24 +509,23 @@ def best_first(
             chosen = vals >= vals[part].min()  # keep every tie at the cut
         else:
             chosen = np.ones(len(idx), dtype=bool)
-        yield from (int(positions[j]) for j in _ordered(values, updated, positions, key_of, idx[chosen]))
+        yield from (int(positions[j]) for j in _ordered(values, positions, key_of, idx[chosen]))
         idx = idx[~chosen]
         take *= 4
 
 
 def _ordered(
     values: npt.NDArray[Any],
-    updated: npt.NDArray[np.int64],
     positions: npt.NDArray[np.int64],
     key_of: Callable[[int], bytes],
     idx: npt.NDArray[np.int64],
 ) -> list[int]:
-    """``idx`` by descending value, then newest first, then by tree key: sorted in numpy, and the tree
-    keys are read only for runs of equal value and ``updated_at`` (rare outside listings of one batch)."""
-    vals, ups = values[idx], updated[idx]
-    idx = idx[np.lexsort((-ups, -vals))]
-    vals, ups = values[idx], updated[idx]
-    tied = (vals[1:] == vals[:-1]) & (ups[1:] == ups[:-1])
+    """``idx`` by descending value, then by tree key: sorted in numpy, and the tree keys are read only for runs
+    of equal value."""
+    vals = values[idx]
+    idx = idx[np.argsort(-vals, kind="stable")]
+    vals = values[idx]
+    tied = vals[1:] == vals[:-1]
     out: list[int] = idx.tolist()
     if not tied.any():
         return out

@@ -107,6 +107,21 @@ def give_back_memory() -> None:
     trim(0)
 
 
+def cosines(rows: Rows, query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """Each row's dot product with ``query``, computed row by row the same way whatever rows come with it.
+
+    A BLAS matrix-vector product (``rows @ query``) groups its sums by the shape of the whole matrix, so one row
+    scores differently (in the last bit) alone, in a gathered subset or in the whole tail: the tie order and a
+    past search's equality with a rebuilt store would then depend on the path that scored it."""
+    return np.asarray(np.einsum("ij,j->i", rows, np.asarray(query, dtype=np.float32)), dtype=np.float32)
+
+
+def stored(matrix: Rows) -> Rows:
+    """Vectors as the index keeps them: float16 precision (what the graph stores), held as float32 rows, so a
+    vector scores the same in the tail, in the graph and in an overlay."""
+    return np.asarray(matrix, dtype=np.float32).astype(np.float16).astype(np.float32)
+
+
 def _lookup(table: npt.NDArray[np.int64], slots: Slots) -> Slots:
     """``table[slot]`` for each slot, -1 past the table's end."""
     out = np.full(len(slots), -1, dtype=np.int64)
@@ -201,7 +216,7 @@ class VectorIndex:
             self._tail_slots = _grown(self._tail_slots, n + len(slots), -1)
             self._tail_rows = _grown(self._tail_rows, n + len(slots))
             self._tail_slots[n : n + len(slots)] = slots
-            self._tail_rows[n : n + len(slots)] = matrix
+            self._tail_rows[n : n + len(slots)] = stored(matrix)
             self._tail_at = _grown(self._tail_at, top, -1)
             self._tail_at[slots] = np.arange(n, n + len(slots))
             self._tail_live += len(slots)
@@ -401,7 +416,7 @@ class VectorIndex:
             out, complete, in_graph = pending.result()
             if in_graph is not None and extra is not None and len(extra):
                 picked = extra[in_graph[np.minimum(extra, size - 1)]]
-                out[picked] = self.rows(picked) @ query
+                out[picked] = cosines(self.rows(picked), query)
             return out, complete
 
         return finish
@@ -421,7 +436,7 @@ class VectorIndex:
                 keep = (slots >= 0) & (slots < size)
                 # score every tail row in place and drop the unwanted scores: selecting the rows first would copy
                 # them all (1.5 GB per query with a million vectors in the tail, during a bulk load's graph build)
-                out[slots[keep]] = (self._tail_rows[:n] @ query)[keep]
+                out[slots[keep]] = cosines(self._tail_rows[:n], query)[keep]
             graph = self._graph
             if graph is None or not len(graph):
                 return out, True, None
@@ -430,18 +445,22 @@ class VectorIndex:
             in_graph[:upto] = self._key[:upto] >= 0
             wanted = in_graph if eligible is None else in_graph & eligible[:size]
             total = int(np.count_nonzero(wanted))
-            share = total / max(1, int(np.count_nonzero(in_graph)))
-            count = min(len(graph), int(FILTER_OVERSAMPLE * want / share) if share < 1 else want)
+            if total <= GATHER_MAX:  # few eligible in the graph (none: a new tenant's first items): exact
+                count = total
+            else:
+                share = total / max(1, int(np.count_nonzero(in_graph)))
+                count = min(len(graph), int(FILTER_OVERSAMPLE * want / share) if share < 1 else want)
             if total <= GATHER_MAX or 4 * count >= total:  # few eligible, or most of them wanted: exact
                 chosen = np.flatnonzero(wanted)
                 for lo in range(0, len(chosen), 65_536):
                     part = chosen[lo : lo + 65_536]
-                    out[part] = self.rows(part) @ query
+                    out[part] = cosines(self.rows(part), query)
                 return out, True, None
-            keys, sims = graph.search(query, count, deep=share < 1)
+            keys, _ = graph.search(query, count, deep=share < 1)
             found = self._slot_of_key[keys]
-            keep = (found >= 0) & (found < size)
-            out[found[keep]] = sims[keep]
+            found = found[(found >= 0) & (found < size)]
+            # the graph chooses the nearest; their cosines are computed as every other path computes them
+            out[found] = cosines(self.rows(found), query)
             return out, count >= len(graph), in_graph
 
     # ------------------------------------------------------------------ snapshots

@@ -113,11 +113,12 @@ def by_hash(buckets: int = 16) -> RoutingRule:
 
 def merge(results: Sequence[SearchResults], offset: int, limit: int) -> SearchResults:
     """Merge per-repository results (each holding its first ``offset + limit``) into the page one repository
-    would return: score descending (listings: newest first), then newest first, then namespace and key."""
+    would return: score descending (listings: newest first), ties by namespace and key, as every engine orders
+    them."""
 
-    def order(item: SearchItem) -> tuple[float, float, bytes]:
-        score = -item.score if item.score is not None else 0.0
-        return (score, -item.updated_at.timestamp(), codec.encode_key(item.namespace, item.key))
+    def order(item: SearchItem) -> tuple[float, bytes]:
+        first = -item.score if item.score is not None else -item.updated_at.timestamp()
+        return (first, codec.encode_key(item.namespace, item.key))
 
     items = sorted((item for found in results for item in found), key=order)
     first = next((found for found in results if found), results[0] if results else None)
