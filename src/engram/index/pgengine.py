@@ -67,6 +67,8 @@ PreFilter = tuple[str, dict[str, Any]]
 
 #: Below this many items a branch's vectors are scanned exactly; from it on, through the HNSW index.
 EXACT_BELOW = 5_000
+#: Default of :attr:`PgEngine.scope_exact`.
+SCOPE_EXACT = 10_000
 #: The HNSW index holds the vectors of every repository and branch of the database: a branch that is a small
 #: share of it (under 1/SHARED_SHARE) pays an iterative scan through the others' vectors, so up to
 #: SHARED_EXACT items it is scanned exactly instead.
@@ -105,10 +107,14 @@ class PgEngine:
         fields: tuple[str, ...],
         cache: VectorCache,
         exact_below: int = EXACT_BELOW,
+        scope_exact: int = SCOPE_EXACT,
     ) -> None:
         self.db = db
         #: Branches with fewer items than this scan their vectors exactly (no HNSW approximation).
         self.exact_below = exact_below
+        #: A search whose scope (a namespace prefix) holds at most this many items scores them all exactly from
+        #: their rows, read through the namespace index, instead of reading the postings and the HNSW index.
+        self.scope_exact = scope_exact
         self.repo = repo
         self.embedder = embedder
         self.fields = fields
@@ -193,6 +199,7 @@ class PgEngine:
             "engram_doc_vectors_fresh",
             "engram_postings",
             "engram_index_terms",
+            "engram_index_namespaces",
             "engram_index_heads",
         ):
             conn.execute(f"DELETE FROM {table} WHERE repo = %s AND branch = %s", (self.db.repo, branch))
@@ -370,19 +377,27 @@ class PgEngine:
         Its first statement reads the branch's index head with the query terms' statistics: when the rows
         reflect ``root`` with every vector made, the search goes on from it; else :meth:`ensure` first."""
         search = PgQuery(self, branch, request, prefilter, now)
-        try:
-            start = search.start()
-            if start is None or start.root != root or start.config != (self.model, self.config) or start.pending:
+        for attempt in range(2):
+            try:
+                with search.snapshot():
+                    start = search.start()
+                    current = start is not None and start.root == root and not start.pending
+                    if current and start is not None and start.config == (self.model, self.config):
+                        self._indexed.add(branch)
+                        return search.run(start)  # on the snapshot its head was read in
+                    if attempt and start is None:
+                        return None  # dropped meanwhile
+                    if attempt and start is not None:
+                        self._indexed.add(branch)
+                        return search.run(start)  # the branch moved on meanwhile: its newer rows, consistently
                 if not self.ensure(branch, root):
                     return None
-                start = search.start()
-                if start is None:
-                    return None  # dropped meanwhile
-            self._indexed.add(branch)
-        except (StorageError, InvalidInputError) as exc:  # down, or refusing data the store holds
-            _log.warning("searching %s in process: the PostgreSQL index is unavailable (%s)", branch, exc)
-            return None
-        return search.run(start)
+            except (StorageError, InvalidInputError) as exc:  # down, or refusing data the store holds
+                if search.running:
+                    raise
+                _log.warning("searching %s in process: the PostgreSQL index is unavailable (%s)", branch, exc)
+                return None
+        return None
 
     def query_past(
         self, branch: str, root: ChunkId, request: Request, now: int, prefilter: PreFilter | None = None
@@ -397,9 +412,21 @@ class PgEngine:
             return None
         if overlay is None:
             return None
-        search = PgQuery(self, branch, request, prefilter, now, overlay)
-        start = search.start()
-        return None if start is None else search.run(start)
+        for _ in range(3):
+            search = PgQuery(self, branch, request, prefilter, now, overlay)
+            with search.snapshot():
+                start = search.start()
+                if start is None:
+                    return None
+                if start.root == overlay.base:  # the overlay is the difference from the rows this snapshot reads
+                    return search.run(start)
+            try:  # a writer moved the head rows since the overlay was made: make it again from them
+                overlay = self._overlay(branch, root)
+            except (StorageError, InvalidInputError):
+                return None
+            if overlay is None:
+                return None
+        return None
 
     def corpus_stats(self, branch: str, root: ChunkId, query: str, *, past: bool = False) -> CorpusStats | None:
         """The corpus statistics a search of ``query`` scores with at the branch head ``root`` (``past``: at any
@@ -434,7 +461,7 @@ class PgEngine:
                 self._overlays.move_to_end(key)
                 return self._overlays[key]
         limit = max(OVERLAY_MIN, int(docs * OVERLAY_SHARE))
-        overlay: PastOverlay | None = PastOverlay([], [])
+        overlay: PastOverlay | None = PastOverlay([], [], base=base)
         for n, change in enumerate(diff_trees(self.repo.nodes, base, root)):
             if n >= limit:
                 overlay = None

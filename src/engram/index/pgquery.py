@@ -25,9 +25,11 @@ left out, and the past versions of those items are scored in Python with the pas
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +50,7 @@ from engram.index.ranking import (
     Hit,
     Hits,
     ModePlan,
+    Ranking,
     Request,
     Signals,
     keyword_score,
@@ -60,6 +63,8 @@ from engram.index.ranking import (
 from engram.index.vector import cosines, stored
 from engram.objects import Record, decode_record
 
+_log = logging.getLogger(__name__)
+
 if TYPE_CHECKING:
     from engram.index.pgengine import PgEngine, PreFilter
 
@@ -71,6 +76,8 @@ class PastOverlay:
 
     excluded: list[bytes]
     docs: list[Doc]
+    #: The root of the head rows it differs from (a search applies it only to rows that still reflect it).
+    base: bytes = b""
     docs_delta: int = 0
     length_delta: int = 0
     df_delta: Counter[str] = field(default_factory=Counter)
@@ -82,9 +89,17 @@ _START = (
     "SELECT h.root, h.model, h.fields, h.docs, h.length, h.vector_error, h.ref_avgdl, h.vector_pending, "
     "(SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'engram_doc_vectors'::regclass), "
     "ARRAY(SELECT t.df FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS u (term, n) LEFT JOIN engram_index_terms t "
-    "ON t.repo = h.repo AND t.branch = h.branch AND t.term = u.term ORDER BY u.n) "
+    "ON t.repo = h.repo AND t.branch = h.branch AND t.term = u.term ORDER BY u.n), {scope} "
     "FROM engram_index_heads h WHERE h.repo = %(repo)s AND h.branch = %(branch)s"
 )
+#: The items of a search's scope (its namespace prefix), counted per namespace at write time (pgwrite).
+_SCOPE = (
+    "(SELECT coalesce(sum(n.docs), 0)::bigint FROM engram_index_namespaces n WHERE n.repo = h.repo "
+    "AND n.branch = h.branch AND n.ns_path LIKE %(prefix)s ESCAPE '\\')"
+)
+#: Rounds of deepening after which a search scores its whole scope exactly instead (each round reads its lists
+#: four times deeper: this many rounds read them 4**8 = 65,536 times the first depth): a search terminates.
+MAX_ROUNDS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +107,8 @@ class Start:
     """A branch's index head as a search starts: the root its rows reflect and the configuration (model,
     fields) that wrote them, its indexed items and their total length, why its vectors failed (None: they did
     not), the reference average length of its impacts, its items waiting for a vector, the vectors in the
-    database's HNSW index (an estimate), and the document frequencies of the query's terms."""
+    database's HNSW index (an estimate), the document frequencies of the query's terms, and how many items its
+    scope holds (None: the whole branch)."""
 
     root: bytes
     config: tuple[str, str]
@@ -103,6 +119,7 @@ class Start:
     pending: int
     hnsw: int
     df: dict[str, int]
+    scope: int | None = None
 
 
 class PgQuery:
@@ -138,6 +155,12 @@ class PgQuery:
             self.params["excluded"] = overlay.excluded
         self.excluded = 0 if overlay is None else len(overlay.excluded)
         self.records: dict[bytes, Record] = {}
+        self._conn: Any = None
+        #: Whether :meth:`run` started (an error from then on is the search's, not the index's availability).
+        self.running = False
+        #: A small scope (at most the engine's ``scope_exact`` items) is scored exactly; so is any search whose
+        #: lists were deepened ``MAX_ROUNDS`` times.
+        self.scope_exact = engine.scope_exact
         #: A ranked search's state across rounds: each list's depth read; its items, their values and the items
         #: decided (fetched, or unable to rank); the rows fetched (each item's id and signal columns); cosines
         #: fetched for items off the vector lists.
@@ -170,19 +193,56 @@ class PgQuery:
         of the query's terms; None when the branch has no rows."""
         text, mode = self.request.text, self.request.mode
         terms = query_terms(text) if text is not None and mode != "semantic" else []
-        row = self.s.db.run(_START, {**self.params, "terms": terms})
+        sql = _START.format(scope=_SCOPE if self.request.prefix else "NULL::bigint")
+        row = self._run(sql, {**self.params, "terms": terms})
         if not row:
             return None
-        root, model, fields, docs, length, error, ref, pending, hnsw, df = row[0]
+        root, model, fields, docs, length, error, ref, pending, hnsw, df, scope = row[0]
         return Start(
             bytes(root), (model, fields), int(docs), int(length), error, float(ref), int(pending), int(hnsw),
-            {t: int(n) for t, n in zip(terms, df, strict=True) if n is not None},
+            {t: int(n) for t, n in zip(terms, df, strict=True) if n is not None}, None if scope is None else int(scope),
         )  # fmt: skip
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Run the statements of this search inside, on one connection and one snapshot (a read-only
+        ``REPEATABLE READ`` transaction): a writer moving the branch meanwhile changes nothing it reads, so the
+        head it starts from, the lists, the rows and the records all belong to one version."""
+        with self.s.db.connection() as conn:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            self._conn = conn
+            try:
+                yield
+            except BaseException:
+                self._conn = None
+                with suppress(Exception):  # the error that got here is the one to report
+                    conn.execute("ROLLBACK")
+                raise
+            self._conn = None
+            conn.execute("COMMIT")
+
+    def _run(self, sql: str, params: Any, **options: Any) -> list[tuple[Any, ...]]:
+        """One statement's rows, on the search's snapshot (:meth:`snapshot`) when it has one."""
+        with self._connection() as conn:
+            cursor = conn.execute(sql, params, **options)
+            return list(cursor.fetchall()) if cursor.description is not None else []
+
+    @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        """The search's snapshot connection, or a pooled one."""
+        if self._conn is not None:
+            yield self._conn
+            return
+        with self.s.db.connection() as conn:
+            yield conn
 
     def run(self, start: Start) -> Hits:
         """The page of hits, from the head read by :meth:`start`."""
+        self.running = True
         if self.request.text is None:
             return self._listing()
+        if start.scope is not None and start.scope <= self.scope_exact:
+            return self._exact(self.request.text, start)
         return self._ranked(self.request.text, start)
 
     # ------------------------------------------------------------------ listing
@@ -232,7 +292,7 @@ class PgQuery:
         model = s.model if plan.vector is not None else None
         self._query_text = vector_text(plan.vector) if plan.vector is not None else ""
         self._terms = terms
-        while True:
+        for _ in range(MAX_ROUNDS + 1):
             if lists.any():
                 self._read(lists, fetch=not self._read_to)
                 lists.read(self._reads.summary())
@@ -247,13 +307,59 @@ class PgQuery:
             if len(chosen) >= request.limit > 0:
                 self._page = ranking.score(chosen[-1])
             lists.deepen(ref)
+        else:  # the lists kept deepening: score the scope exactly (bounded, and the same page)
+            _log.info("search of %s scored its scope exactly after %d rounds", self.branch, MAX_ROUNDS)
+            return self._exact(text, head)
+        return self._page_of(ranking, chosen, keys, plan, head)
+
+    def _page_of(self, ranking: Ranking, chosen: list[int], keys: list[bytes], plan: ModePlan, head: Start) -> Hits:
+        """The hits of the page ``chosen`` (positions of ``keys``), their records loaded."""
         self._load([keys[i] for i in chosen])
         hits = []
         for i in chosen:
             found = self._hit(keys[i])
-            explained = ranking.explain(i) if request.explain else None
+            explained = ranking.explain(i) if self.request.explain else None
             hits.append(Hit(found.namespace, found.key, found.record, ranking.score(i), explained))
         return Hits(hits, plan.mode, plan.requested, plan.degraded, head.pending)
+
+    def _exact(self, text: str, head: Start) -> Hits:
+        """Score every searchable item of the scope from its row, in one statement (a small scope: a tenant's
+        items are found through the namespace index, so the cost follows the scope, not the branch)."""
+        s, request = self.s, self.request
+        plan = plan_mode(
+            request.mode, has_embedder=s.embedder is not None, vector_error=head.vector_error,
+            embed=lambda: s.query_vector(text),
+        )  # fmt: skip
+        terms = query_terms(text) if plan.mode != "semantic" else []
+        local = with_overlay(keyword.Stats(head.docs, head.length), head.df, terms, self.overlay)
+        stats = local if request.stats is None else request.stats.stats()
+        self._terms = terms
+        self._reads, self._row_ids, self._row_columns = Reads(), [], []  # (after rounds of lists: start over)
+        params = {**self.params, **{f"t{i}": t for i, t in enumerate(terms)}, "terms": terms}
+        cosine = ", NULL::float8"
+        if plan.vector is not None:
+            dim = len(plan.vector)
+            params["q"] = vector_text(plan.vector)
+            cosine = ", coalesce(" + ", ".join(
+                f"(SELECT -(v.embedding <#> %(q)s::vector)::float8 FROM {table} v WHERE v.repo = d.repo "
+                f"AND v.branch = d.branch AND v.key = d.key AND v.dim = {dim})"
+                for table in ("engram_doc_vectors", "engram_doc_vectors_fresh")
+            ) + ", 0)"  # fmt: skip
+        evidence = " AND d.term_list && %(terms)s::text[]" if plan.mode == "keyword" else ""
+        rows = self._fetch(
+            f"SELECT d.key{self._columns(False)}{cosine} FROM engram_docs d WHERE {' AND '.join(self.where)} "
+            f"AND d.indexed{evidence}",
+            params,
+        )
+        self._reads.take({VECTOR: ([bytes(r[0]) for r in rows], [0.0] * len(rows))})
+        self._keep([r[:-1] for r in rows])
+        near = np.array([0.0 if r[-1] is None else r[-1] for r in rows], dtype=np.float64)
+        keys, signals = self._signals(terms, plan, stats, 0.0, near)
+        model = s.model if plan.vector is not None else None
+        ranking = rank(signals, plan.mode, request.profile, self.now, request.min_score, embedder=model)
+        want = request.offset + request.limit
+        chosen = select(ranking.order(keys.__getitem__, want), request.offset, request.limit, self._admit(keys))
+        return self._page_of(ranking, chosen, keys, plan, head)
 
     def _read(self, lists: Lists, *, fetch: bool) -> None:
         """Read the lists whose depth grew since the last round (each from its start: a list is a prefix of its
@@ -306,7 +412,7 @@ class PgQuery:
                 f" UNION ALL SELECT NULL, d.key, NULL{self._columns(False)} FROM engram_docs d WHERE {where} "
                 "AND d.indexed AND d.key = ANY(ARRAY(SELECT DISTINCT key FROM lists))"
             )
-        with self.s.db.connection() as conn, conn.pipeline():  # one round trip for both statements
+        with self._connection() as conn, conn.pipeline():  # one round trip for both statements
             if VECTOR in grown:  # session settings (the pooled connection keeps them; they only steer HNSW scans)
                 conn.execute(
                     "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false), "
@@ -374,9 +480,11 @@ class PgQuery:
         self._row_columns.append(np.array([r[1:] for r in rows], dtype=np.float64))
 
     def _signals(
-        self, terms: list[str], plan: ModePlan, stats: keyword.Stats, cap: float
+        self, terms: list[str], plan: ModePlan, stats: keyword.Stats, cap: float,
+        exact: npt.NDArray[np.float64] | None = None,
     ) -> tuple[list[bytes], Signals]:
-        """The candidates (rows fetched, then the overlay's documents) and their raw signals."""
+        """The candidates (rows fetched, then the overlay's documents) and their raw signals; ``exact``: the
+        rows' cosines, all known (an exact search), else those the vector lists gave."""  # fmt: skip
         width = 3 + len(terms)
         row_ids = np.concatenate(self._row_ids) if self._row_ids else np.zeros(0, dtype=np.int64)
         table = np.concatenate(self._row_columns) if self._row_columns else np.zeros((0, width))
@@ -385,7 +493,7 @@ class PgQuery:
         updated = table[:, 0].astype(np.int64)
         confidence = table[:, 1].astype(np.float32)
         lengths = table[:, 2].astype(np.float32)
-        cosine = self._reads.near(row_ids)
+        cosine = self._reads.near(row_ids) if exact is None else exact
         tfs = [table[:, 3 + j].astype(np.float32) for j in range(len(terms))]
         eligible = np.ones(len(keys), dtype=bool)
         if self.extra:
@@ -454,7 +562,7 @@ class PgQuery:
         fetched = self._fetched
         missing = [keys[i] for i in chosen if keys[i] not in fetched]
         if missing:
-            rows = self.s.db.run(
+            rows = self._run(
                 " UNION ALL ".join(
                     f"SELECT key, -(embedding <#> %(q)s::vector)::float8 FROM {table} "
                     "WHERE repo = %(repo)s AND branch = %(branch)s AND key = ANY(%(keys)b)"
@@ -507,7 +615,7 @@ class PgQuery:
         """Fetch and decode the records of these rows (those not fetched yet)."""
         missing = [key for key in keys if key not in self.records]
         if missing:
-            rows = self.s.db.run(
+            rows = self._run(
                 "SELECT key, record FROM engram_docs WHERE repo = %s AND branch = %s AND key = ANY(%b)",
                 (self.s.db.repo, self.branch, missing),
             )
@@ -518,8 +626,7 @@ class PgQuery:
         return Hit(namespace, item_key, self.records[key])
 
     def _fetch(self, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        with self.s.db.connection() as conn:
-            return list(conn.execute(sql, params, binary=True).fetchall())
+        return self._run(sql, params, binary=True)
 
 
 def term_stats(

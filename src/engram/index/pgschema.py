@@ -141,6 +141,22 @@ SEARCH_MIGRATIONS: tuple[Migration, ...] = (
         ALTER TABLE engram_doc_vectors_fresh ALTER COLUMN embedding SET STORAGE MAIN;
         """,
     ),
+    Migration(
+        109,
+        "search: items per namespace of each indexed branch head, kept at write time, so a search estimates the "
+        "size of its scope (a namespace prefix) before it chooses how to score it",
+        """
+        CREATE TABLE engram_index_namespaces (
+            repo text NOT NULL,
+            branch text NOT NULL,
+            ns_path text COLLATE "C" NOT NULL,
+            docs bigint NOT NULL,
+            PRIMARY KEY (repo, branch, ns_path)
+        );
+        INSERT INTO engram_index_namespaces (repo, branch, ns_path, docs)
+            SELECT repo, branch, ns_path, count(*) FROM engram_docs GROUP BY repo, branch, ns_path;
+        """,
+    ),
 )
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import Any
 
 from engram.backends.postgres import PostgresDatabase
@@ -41,6 +40,7 @@ class Settler:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._written = 0
+        self._stopped = False
 
     def wrote(self, rows: int) -> None:
         """Rows were written to the search tables: once enough have been since the last time, the planner's
@@ -58,9 +58,21 @@ class Settler:
             for table in ("engram_docs", "engram_postings", "engram_doc_vectors_fresh", "engram_index_terms"):
                 conn.execute(f"ANALYZE {table}")
 
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the mover thread (the store is closing): it finishes the batch it is moving, if any, and ends.
+        Vectors not moved yet stay in the fresh table, scanned exactly, until another mover takes them."""
+        with self._lock:
+            self._stopped = True
+            thread = self._thread
+        self._wake.set()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
     def wake(self) -> None:
         """New fresh vectors were (or are about to be) committed: move them soon."""
         with self._lock:
+            if self._stopped:
+                return
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name=f"engram-settle-{self.db.repo}", daemon=True)
                 self._thread.start()
@@ -91,6 +103,8 @@ class Settler:
         while True:
             self._wake.wait()
             self._wake.clear()
+            if self._closed():
+                return
             idle = moved_now = 0
             while idle < IDLE_PASSES:
                 if self._closed():
@@ -115,12 +129,14 @@ class Settler:
                         self.analyze()
                     except Exception as exc:  # as above
                         _log.warning("refreshing the search tables' statistics failed: %s", exc)
-                if moved < BATCH:
-                    time.sleep(POLL)
+                if moved < BATCH and self._wake.wait(POLL):  # woken: by more writes, or to stop
+                    self._wake.clear()
+                    if self._closed():
+                        return
 
     def _closed(self) -> bool:
         pool: Any = self.db.pool
-        return bool(pool.closed)
+        return self._stopped or bool(pool.closed)
 
 
 __all__ = ["ANALYZE_AFTER", "BATCH", "Settler"]

@@ -85,6 +85,7 @@ def write(
     if plan.base == plan.target:
         return
     df: Counter[str] = Counter()
+    spaces: Counter[str] = Counter()  # items per namespace (ns_path) added, less those removed
     docs = length = 0
     if plan.removed:
         # Fresh vectors first, in a statement of their own: if the background mover holds one, this waits for
@@ -97,22 +98,24 @@ def write(
         )
         rows = conn.execute(
             "WITH gone AS (DELETE FROM engram_docs WHERE repo = %(repo)s AND branch = %(branch)s "
-            "AND key = ANY(%(keys)b) RETURNING key, term_list, length, indexed), "
+            "AND key = ANY(%(keys)b) RETURNING key, term_list, length, indexed, ns_path), "
             "vectors AS (DELETE FROM engram_doc_vectors WHERE repo = %(repo)s AND branch = %(branch)s "
             "AND key = ANY(%(keys)b)), "
             "postings AS (DELETE FROM engram_postings p USING (SELECT key, unnest(term_list) AS term FROM gone "
             "WHERE indexed) g WHERE p.repo = %(repo)s AND p.branch = %(branch)s AND p.term = g.term "
             "AND p.key = g.key) "
-            "SELECT term_list, length, indexed FROM gone",
+            "SELECT term_list, length, indexed, ns_path FROM gone",
             keys,
         ).fetchall()
-        for term_list, size, indexed in rows:
+        for term_list, size, indexed, path in rows:
+            spaces[path] -= 1
             if indexed:
                 docs -= 1
                 length -= size
                 df.subtract(term_list)
     counts = [counts_of(d) for d in plan.added]
     for doc, found in zip(plan.added, counts, strict=True):
+        spaces[ns_path(doc.namespace)] += 1
         if doc.indexed:
             docs += 1
             length += sum(found.values())
@@ -144,11 +147,12 @@ def write(
             embedding = vector_text(vector) if small else _vector_bytes(vector)
             vectors.append((repo, branch, doc.key, len(vector), embedding))
     changed = {t: df[t] for t in sorted(df) if df[t]}  # in the primary key's order
+    moved = {p: spaces[p] for p in sorted(spaces) if spaces[p]}
     if small:
         # pipelined: one round trip (in a pipelined ref move, the one of its COMMIT)
         with nullcontext() if in_pipeline(conn) else conn.pipeline():
             _insert(conn, rows_out, postings, vectors)
-            _finish(conn, repo, branch, plan, changed, (total, total_length, ref), model)
+            _finish(conn, repo, branch, plan, (changed, moved), (total, total_length, ref), model)
         if ref != head.ref_avgdl and head.ref_avgdl:
             _reimpact(conn, repo, branch, ref)
         if progress is not None and rows_out:
@@ -161,7 +165,7 @@ def write(
     if len(rows_out) >= ANALYZE_AFTER:  # a bulk load: refresh the planner's statistics before the next search
         for table in ("engram_docs", "engram_doc_vectors_fresh", "engram_postings", "engram_index_terms"):
             conn.execute(f"ANALYZE {table}")
-    _finish(conn, repo, branch, plan, changed, (total, total_length, ref), model)
+    _finish(conn, repo, branch, plan, (changed, moved), (total, total_length, ref), model)
     if ref != head.ref_avgdl and head.ref_avgdl:
         _reimpact(conn, repo, branch, ref)
     if any(d < 0 for d in changed.values()):
@@ -198,13 +202,14 @@ def _finish(
     repo: str,
     branch: str,
     plan: Plan,
-    changed: dict[str, int],
+    deltas: tuple[dict[str, int], dict[str, int]],
     totals: tuple[int, int, float],
     model: str,
 ) -> None:
-    """The term frequencies, the head row, and the vector cache's new rows (the table of
+    """The term frequencies, the items per namespace, the head row, and the vector cache's new rows (the table of
     engram.index.cache.PostgresVectorCache) when the cache is in this database."""
     total, total_length, ref = totals
+    changed, spaces = deltas
     if plan.cached:
         hashes = sorted(plan.cached)  # in the primary key's order
         conn.execute(
@@ -219,6 +224,19 @@ def _finish(
             "DO UPDATE SET df = engram_index_terms.df + excluded.df",
             (repo, branch, list(changed), list(changed.values())),
         )
+    if spaces:
+        conn.execute(
+            "INSERT INTO engram_index_namespaces (repo, branch, ns_path, docs) SELECT %s, %s, p, d "
+            "FROM unnest(%s::text[], %s::bigint[]) AS u(p, d) ON CONFLICT (repo, branch, ns_path) "
+            "DO UPDATE SET docs = engram_index_namespaces.docs + excluded.docs",
+            (repo, branch, list(spaces), list(spaces.values())),
+        )
+        if any(d < 0 for d in spaces.values()):
+            conn.execute(
+                "DELETE FROM engram_index_namespaces WHERE repo = %s AND branch = %s AND ns_path = ANY(%s) "
+                "AND docs <= 0",
+                (repo, branch, [p for p, d in spaces.items() if d < 0]),
+            )
     conn.execute(
         "UPDATE engram_index_heads SET root = %s, docs = %s, length = %s, ref_avgdl = %s, vector_error = %s, "
         "vector_pending = vector_pending + %s WHERE repo = %s AND branch = %s",
