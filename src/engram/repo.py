@@ -12,6 +12,7 @@ import itertools
 import random
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -59,6 +60,20 @@ class Repository:
         self._commits: OrderedDict[ChunkId, Commit] = OrderedDict()
         self._lock = threading.Lock()
         self._branch_locks: dict[str, threading.RLock] = {}
+        self._watchers: list[weakref.WeakMethod[Callable[[str], None]]] = []
+
+    def watch(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(branch)`` (a bound method, held weakly) after this process moves a branch's head: a
+        commit, merge, revert or reset. Search indexes follow heads this way (``engram.store.background``)."""
+        with self._lock:
+            self._watchers = [w for w in self._watchers if w() is not None]
+            self._watchers.append(weakref.WeakMethod(listener))  # type: ignore[arg-type]
+
+    def _moved(self, branch: str) -> None:
+        for watcher in list(self._watchers):
+            listener = watcher()
+            if listener is not None:
+                listener(branch)
 
     # ----------------------------------------------------------------- objects
 
@@ -231,6 +246,7 @@ class Repository:
         while True:
             current = self.head(branch)
             if self.refs.set(HEADS + branch, to, current, actor=author, reason=reason):
+                self._moved(branch)
                 return
 
     # ---------------------------------------------------------------- writing
@@ -314,6 +330,7 @@ class Repository:
             new = self.commit(cid)
             if self.refs.set(ref, new.id, head, actor=author, reason=f"commit: {message}"):
                 observe.commit_written()
+                self._moved(branch)
                 return new
             pause = random.uniform(0, 0.0005 * min(attempt, 20))  # writers the ref store cannot queue back off
             if time.monotonic() + pause > deadline:
@@ -381,6 +398,7 @@ class Repository:
             text = message or f"merge {source.hex()[:10]} into {branch}"
             new = self.write_commit(result.root, (head, source), author, text)
             if self.refs.set(HEADS + branch, new.id, head, actor=author, reason=f"merge: {text}"):
+                self._moved(branch)
                 return new, decided
         raise ConflictError(f"branch {branch!r} kept moving during the merge; try again")
 
@@ -409,6 +427,7 @@ class Repository:
             text = message or f"revert {commit.short_id}: {commit.message}"
             new = self.write_commit(result.root, (head,), author, text, {"reverts": target.hex()})
             if self.refs.set(HEADS + branch, new.id, head, actor=author, reason=text):
+                self._moved(branch)
                 return new
         raise ConflictError(f"branch {branch!r} kept moving during the revert; try again")
 

@@ -11,6 +11,7 @@ import bisect
 import itertools
 import os
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -48,6 +49,8 @@ CACHE_STEP = 16_384
 SCAN_FROM = 20_000
 #: Texts embedded between two progress reports (and two writes to the vector cache).
 EMBED_STEP = 256
+#: Texts embedded at once while a search embeds within a time budget (its last batch may overrun the budget).
+INLINE_STEP = 16
 #: Default of :attr:`DocIndex.scope_exact`: scopes up to the size below which a whole index is searched exactly.
 SCOPE_EXACT = 20_000
 #: A progress callback taking ``(phase, done, total)``; phases are ``"index"`` and ``"embed"``.
@@ -100,6 +103,7 @@ class DocIndex:
         self.pending: set[int] = set()
         self.vector_error: str | None = None
         self.unsaved = 0  # documents changed since the last snapshot
+        self._generation = 0  # bumped when slots are renumbered (embed_step's results then do not apply)
         self._queries = QueryVectors()
         self.lock = threading.RLock()
 
@@ -111,8 +115,18 @@ class DocIndex:
     def __len__(self) -> int:
         return len(self.slot_of)
 
-    def sync(self, root: ChunkId, progress: Callable[[int], None] | None = None, phases: Phases | None = None) -> None:
+    def sync(
+        self,
+        root: ChunkId,
+        progress: Callable[[int], None] | None = None,
+        phases: Phases | None = None,
+        *,
+        embed_budget: float | None = None,
+    ) -> None:
         """Make the index reflect ``root`` by applying the diff from the root it reflects.
+
+        ``embed_budget``: seconds to spend embedding what lacks a vector (None: all of it; what is left stays
+        pending, searchable by keyword, for :meth:`embed_step` to make in the background).
 
         ``progress`` is called with the number of documents handled since its last call; ``phases`` with
         ``(phase, done, total)``: ``"index"`` while documents are read and tokenised, then ``"embed"``
@@ -133,7 +147,8 @@ class DocIndex:
                 if phases is not None:
                     phases("index", done, max(total, done))
 
-            self.apply(((c.key, c.new) for c in diff_trees(self.nodes, old, root)), step, phases)
+            changes = ((c.key, c.new) for c in diff_trees(self.nodes, old, root))
+            self.apply(changes, step, phases, embed_budget=embed_budget)
             self.root = root
             # compact when most slots are dead (removed documents; a live document that is not searchable
             # holds no postings but is not dead, so an index of mostly index=False items never rebuilds)
@@ -145,8 +160,11 @@ class DocIndex:
         changes: Iterable[tuple[bytes, bytes | None]],
         progress: Callable[[int], None] | None = None,
         phases: Phases | None = None,
+        *,
+        embed_budget: float | None = None,
     ) -> None:
-        """Apply (key, new tree value or None) changes, then embed what lacks a vector."""
+        """Apply (key, new tree value or None) changes, then embed what lacks a vector (for ``embed_budget``
+        seconds at most, when given)."""
         with self.lock:
             done = 0
             keys: list[bytes] = []  # added, given slots from len(self.docs) on, filled in bulk (_add)
@@ -174,7 +192,7 @@ class DocIndex:
             if done >= PACK_AFTER:
                 self.docs.pack(self.alive)
                 self.keyword.freeze()
-            self.embed_pending(phases)
+            self.embed_pending(phases, embed_budget)
             if done >= PACK_AFTER:
                 give_back_memory()  # after the vector cache's bytes are gone too
 
@@ -289,7 +307,7 @@ class DocIndex:
         new_slot[alive] = np.arange(len(alive))
         vectors, pending = self.vectors, self.pending
         embedder, cache, fields, root, unsaved = self.embedder, self.cache, self.fields, self.root, self.unsaved
-        scope_exact = self.scope_exact
+        scope_exact, generation = self.scope_exact, self._generation + 1
         self.__init__(self.nodes, fields=fields, embedder=embedder, cache=cache, scope_exact=scope_exact)  # type: ignore[misc]
         keys = [key for key, _ in raws]
         for slot, key in enumerate(keys):
@@ -301,6 +319,7 @@ class DocIndex:
             self.vectors = vectors
             self.pending = {int(new_slot[s]) for s in pending if new_slot[s] >= 0}
             self.pending |= set(np.flatnonzero(self.indexed[: self.size] & ~vectors.present_below(self.size)).tolist())
+        self._generation = generation
         self.embed_pending()
         self.root, self.unsaved = root, unsaved
 
@@ -316,11 +335,12 @@ class DocIndex:
             raise EmbedderError("no embedder is configured")
         return self._queries.get(self.embedder, text)
 
-    def embed_pending(self, phases: Phases | None = None) -> None:
+    def embed_pending(self, phases: Phases | None = None, budget: float | None = None) -> None:
         """Give every indexed slot a vector; on embedder failure keep them pending and say why.
 
         ``phases`` gets ``("embed", done, total)``: vectors found in the cache count at once, the rest as
-        each batch is embedded.
+        each batch is embedded. With a ``budget`` (seconds) embedding stops once it is spent (vectors found in
+        the cache are always taken): the rest stays pending for :meth:`embed_step`.
         """
         if self.vectors is None or not self.pending:
             return
@@ -349,8 +369,12 @@ class DocIndex:
         done = total - len(missing)
         if phases is not None:
             phases("embed", done, total)
-        for lo in range(0, len(missing), EMBED_STEP):
-            part = missing[lo : lo + EMBED_STEP]
+        step = EMBED_STEP if budget is None else INLINE_STEP
+        deadline = None if budget is None else time.monotonic() + budget
+        for lo in range(0, len(missing), step):
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            part = missing[lo : lo + step]
             texts = [doc.text if (doc := self.docs[s]) is not None else "" for s in part.tolist()]
             try:
                 vectors = self.vectors_for(texts)
@@ -363,6 +387,35 @@ class DocIndex:
             if phases is not None:
                 phases("embed", done, total)
         self.vector_error = None
+
+    def embed_step(self, size: int = EMBED_STEP) -> bool:
+        """Embed up to ``size`` pending slots without holding the index while the embedder runs (a background
+        indexer's step: searches go on meanwhile); True while more remain. The vectors go in only for slots still
+        pending (a slot is never reused for another text), unless the index was renumbered meanwhile."""
+        if self.vectors is None:
+            return False
+        with self.lock:
+            if not self.pending:
+                return False
+            slots = list(itertools.islice(self.pending, size))
+            texts = [doc.text if (doc := self.docs[s]) is not None else "" for s in slots]
+            generation = self._generation
+        try:
+            vectors = self.vectors_for(texts)
+        except EmbedderError as exc:
+            with self.lock:
+                self.vector_error = str(exc)
+            return False  # the next search (or write) tries again, through the embedder's breaker
+        with self.lock:
+            if generation == self._generation:
+                keep = [i for i, slot in enumerate(slots) if slot in self.pending]
+                if keep:
+                    chosen = np.array([slots[i] for i in keep], dtype=np.int64)
+                    self.vectors.set_many(chosen, np.stack([vectors[i] for i in keep]))
+                    self.pending.difference_update(chosen.tolist())
+            if not self.pending:
+                self.vector_error = None
+            return bool(self.pending)
 
     def _scan_cache(self, scan: Callable[..., None], slots: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
         """Set the vectors of ``slots`` the cache has, read in one scan (``scan_many``); which it had."""

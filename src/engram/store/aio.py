@@ -236,6 +236,10 @@ class AsyncMemory:
     async def aupdate_index(self, phases: Phases | None = None) -> None:
         await self._run(self.memory.update_index, phases)
 
+    @twin(Memory.flush_index)
+    async def aflush_index(self, timeout: float | None = None) -> bool:
+        return await self._run(self.memory.flush_index, timeout)  # type: ignore[no-any-return]
+
     @twin(Memory.index_lag)
     async def aindex_lag(self, branch: str | None = None) -> IndexLag:
         return await self._run(self.memory.index_lag, branch)  # type: ignore[no-any-return]

@@ -287,6 +287,7 @@ def open(
     search: Literal["auto", "postgres", "local"] = "auto",
     vector_cache: str | Path | VectorCache | None = None,
     reembed: bool = False,
+    background_index: bool = True,
 ) -> Memory:
     """Open a memory store and return a :class:`Memory` handle on ``branch``.
 
@@ -311,6 +312,8 @@ def open(
             or a :class:`~engram.index.cache.VectorCache`.
         reembed: accept an embedder other than the one the store records, and record it instead: every index
             is then built with it, re-embedding every item (``reindex`` does it at once, with progress).
+        background_index: index writes in a background thread shortly after they land (the default), so that no
+            search pays for a backlog of writes; ``Memory.flush_index()`` waits for it. False indexes on search.
 
     Examples:
         >>> mem = engram.open(":memory:", embedder="hashing")
@@ -320,7 +323,9 @@ def open(
     if vector_cache is not None:
         cache = shared_vector_cache(vector_cache) if isinstance(vector_cache, str | Path) else vector_cache
     chosen = choose_embedder(repo, embedder, reembed=reembed)
-    pool = IndexPool(repo, embedder=chosen, fields=index_fields, cache=cache, snapshots=snapshots)
+    pool = IndexPool(
+        repo, embedder=chosen, fields=index_fields, cache=cache, snapshots=snapshots, background=background_index
+    )
     if embedder != "auto":  # named explicitly: the store records it now, so a later open(embedder="auto") agrees
         pool.note_embedded()
     health = getattr(repo.refs, "health", None)
@@ -349,11 +354,12 @@ async def aopen(
     search: Literal["auto", "postgres", "local"] = "auto",
     vector_cache: str | Path | VectorCache | None = None,
     reembed: bool = False,
+    background_index: bool = True,
 ) -> AsyncMemory:
     """Async :func:`open` (same options): an :class:`AsyncMemory` whose concurrent calls coalesce into one
     commit per event-loop tick."""
     memory = await asyncio.to_thread(
         open, url, branch=branch, author=author, embedder=embedder, index_fields=index_fields, ttl=ttl, redis=redis,
-        search=search, vector_cache=vector_cache, reembed=reembed,
+        search=search, vector_cache=vector_cache, reembed=reembed, background_index=background_index,
     )  # fmt: skip
     return AsyncMemory(memory)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engram.embed.base import Embedder, EmbedderMismatchError, embedder_spec
-from engram.errors import ConfigError
+from engram.errors import ConfigError, RefNotFoundError
 from engram.hashing import ChunkId
 from engram.index.cache import VectorCache
 from engram.index.doclist import make_doc
@@ -26,12 +26,16 @@ from engram.index.docs import DocIndex, Phases
 from engram.index.engine import Overlay
 from engram.index.keyword import OverlayStats
 from engram.repo import Repository
+from engram.store.background import BackgroundIndexer
 from engram.store.querycache import QueryCache
 
 if TYPE_CHECKING:
     from engram.store.pgsearch import PgSearch
 from engram.tree import build_tree, diff_trees, get
 
+#: Seconds a search spends embedding what writes left without vectors, when a background indexer makes the rest
+#: (items without a vector are found by keyword meanwhile, and the search reports them as ``lag``).
+SEARCH_EMBED = 0.25
 #: An overlay is used while at most this many items (or this share of the index) differ.
 OVERLAY_MIN = 2_000
 OVERLAY_SHARE = 0.05
@@ -148,6 +152,7 @@ class IndexPool:
         fields: Sequence[str] = ("$",),
         cache: VectorCache | None = None,
         snapshots: Path | None = None,
+        background: bool = False,
     ) -> None:
         self.repo = repo
         self.embedder = embedder
@@ -163,6 +168,10 @@ class IndexPool:
         self._overlays: OrderedDict[tuple[ChunkId, ChunkId], Overlay] = OrderedDict()
         self._lock = threading.Lock()
         self._recorded = False
+        #: Brings the indexes of branches written in this process up to date in the background (library handles).
+        self.indexer = BackgroundIndexer(self.catch_up) if background else None
+        if self.indexer is not None:
+            repo.watch(self.indexer.wrote)
         _POOLS[id(repo)] = self
 
     def use_embedder(self, embedder: Embedder | None) -> None:
@@ -222,13 +231,21 @@ class IndexPool:
             return None  # absent, built differently, or its root was garbage-collected
         return found
 
-    def head(self, branch: str, root: ChunkId, phases: Phases | None = None) -> DocIndex:
-        """The branch's index, synced to ``root`` (its head); saved once enough has changed."""
+    def head(
+        self, branch: str, root: ChunkId, phases: Phases | None = None, *, search: bool = False, embed: bool = True
+    ) -> DocIndex:
+        """The branch's index, synced to ``root`` (its head); saved once enough has changed. For a ``search``
+        with a background indexer, embedding stops after ``SEARCH_EMBED`` seconds: the rest is left to it; without
+        ``embed`` nothing is embedded here (the indexer's own sync, which embeds a step at a time after)."""
         index = self.index(branch)
+        budget = SEARCH_EMBED if search and self.indexer is not None else None
+        budget = 0.0 if not embed else budget
         with index.lock:
             if index.root == root and index.pending and index.vector_error is not None:
-                index.embed_pending()  # the embedder failed before: catch up once it answers (its breaker, #15)
-            index.sync(root, phases=phases)
+                index.embed_pending(budget=budget)  # the embedder failed before: catch up once it answers
+            index.sync(root, phases=phases, embed_budget=budget)
+            if search and index.pending and self.indexer is not None:
+                self.indexer.wrote(branch)  # what the search left to embed
             if index.unsaved >= max(SAVE_AFTER, int(len(index) * SAVE_SHARE)):
                 self._save(branch, index)
         if not self._recorded and index.vectors is not None and index.vectors.count:
@@ -243,6 +260,30 @@ class IndexPool:
             index.save(path)
         except OSError as exc:  # a snapshot is an optimisation: never fail a search over it
             _log.warning("could not save the search index of %s to %s: %s", branch, path, exc)
+
+    def catch_up(self, branch: str) -> bool:
+        """Bring a branch's index up to date with its head, a step of embedding at a time (the background
+        indexer's work); True while vectors remain to be made."""
+        try:
+            root = self.repo.commit(self.repo.head(branch)).tree
+        except RefNotFoundError:
+            return False  # deleted meanwhile
+        if self.sql is not None:
+            self.sql.ensure(branch, root)
+            return False
+        index = self.head(branch, root, embed=False)
+        return index.embed_step()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until the background indexer has indexed every branch written so far; False on timeout."""
+        return True if self.indexer is None else self.indexer.flush(timeout)
+
+    def close(self) -> None:
+        """Stop the background threads of these indexes (the indexer, PostgreSQL's vector mover)."""
+        if self.indexer is not None:
+            self.indexer.close()
+        if self.sql is not None:
+            self.sql.settler.close()
 
     def save(self) -> None:
         """Save every branch index that changed since its last snapshot, or whose vector graph grew a lot

@@ -118,7 +118,14 @@ class Memory(Reader, Versioned):
         return self.head.tree
 
     def _search_index(self) -> tuple[DocIndex, Overlay | None]:
-        return self.pool.head(self._branch, self._root()), None
+        return self.pool.head(self._branch, self._root(), search=True), None
+
+    def flush_index(self, timeout: float | None = None) -> bool:
+        """Wait until the background indexer has indexed every write made through this store so far (items and
+        their vectors), e.g. before measuring or in a test; True when done, False if ``timeout`` seconds passed.
+        Searches never need it: they apply the latest writes themselves and report vectors still missing as
+        ``lag``."""
+        return self.pool.flush(timeout)
 
     def update_index(self, phases: Phases | None = None) -> None:
         """Bring this branch's search index up to date with its head now, embedding what changed, so the next
@@ -168,6 +175,7 @@ class Memory(Reader, Versioned):
     def close(self) -> None:
         """Stop the TTL sweeper, save changed search indexes and close the underlying stores."""
         self.stop_ttl_sweeper()
+        self.pool.close()
         self.pool.save()
         self.repo.chunks.close()
         self.repo.refs.close()
