@@ -76,6 +76,7 @@ class DocIndex:
         embedder: Embedder | None = None,
         cache: VectorCache | None = None,
         scope_exact: int = SCOPE_EXACT,
+        ann_min: int | None = None,
     ) -> None:
         self.nodes = nodes
         self.fields = tuple(fields)
@@ -99,7 +100,9 @@ class DocIndex:
         self.alive = np.zeros(1024, dtype=bool)
         self.indexed = np.zeros(1024, dtype=bool)
         self.keyword = KeywordIndex()
-        self.vectors = VectorIndex(embedder.dim) if embedder is not None else None
+        #: Vectors from which on the vector index searches an HNSW graph (None: ``vector.ANN_MIN``).
+        self.ann_min = ann_min
+        self.vectors = None if embedder is None else VectorIndex(embedder.dim, **({} if ann_min is None else {"ann_min": ann_min}))
         self.pending: set[int] = set()
         self.vector_error: str | None = None
         self.unsaved = 0  # documents changed since the last snapshot
@@ -307,8 +310,10 @@ class DocIndex:
         new_slot[alive] = np.arange(len(alive))
         vectors, pending = self.vectors, self.pending
         embedder, cache, fields, root, unsaved = self.embedder, self.cache, self.fields, self.root, self.unsaved
-        scope_exact, generation = self.scope_exact, self._generation + 1
-        self.__init__(self.nodes, fields=fields, embedder=embedder, cache=cache, scope_exact=scope_exact)  # type: ignore[misc]
+        options = {"scope_exact": self.scope_exact, "ann_min": self.ann_min}
+        generation, lock = self._generation + 1, self.lock
+        self.__init__(self.nodes, fields=fields, embedder=embedder, cache=cache, **options)  # type: ignore[misc,arg-type]
+        self.lock = lock  # held by this thread now, and waited for by others: the same lock goes on
         keys = [key for key, _ in raws]
         for slot, key in enumerate(keys):
             self.slot_of[key] = slot
@@ -531,6 +536,8 @@ class DocIndex:
         fields: Sequence[str] = ("$",),
         embedder: Embedder | None = None,
         cache: VectorCache | None = None,
+        scope_exact: int = SCOPE_EXACT,
+        ann_min: int | None = None,
     ) -> DocIndex | None:
         """The index saved at ``path``, or None if there is none or it was built with other fields or
         another embedder. Documents are decoded when first read; vectors come from the cache."""
@@ -540,7 +547,7 @@ class DocIndex:
         meta, arrays = found
         if meta.get("fields") != list(fields) or meta.get("model") != (embedder.model_id if embedder else None):
             return None
-        index = cls(nodes, fields=fields, embedder=embedder, cache=cache)
+        index = cls(nodes, fields=fields, embedder=embedder, cache=cache, scope_exact=scope_exact, ann_min=ann_min)
         try:
             index.docs = DocList.restore(fields, {k: arrays[k] for k in ("keys", "key_ends", "data", "data_ends")})
             index.slot_of = SlotMap(index.docs.key)

@@ -60,7 +60,7 @@ from engram.index.ranking import (
     select,
     semantic_score,
 )
-from engram.index.vector import cosines, stored
+from engram.index.vector import stored
 from engram.objects import Record, decode_record
 
 _log = logging.getLogger(__name__)
@@ -583,7 +583,8 @@ class PgQuery:
         eligible[dropped] = False
 
     def _overlay_cosines(self, plan: ModePlan) -> Any:
-        """Cosines of the overlay's documents (0 for unindexed ones), their vectors looked up once."""
+        """Cosines of the overlay's documents (0 for unindexed ones), their vectors looked up through the cache and
+        scored by PostgreSQL, as the rows' are: a past search then equals a branch rebuilt at that version."""
         extra = self.extra
         if plan.vector is None or self.s.embedder is None:
             return np.zeros(len(extra))
@@ -594,7 +595,12 @@ class PgQuery:
                 vectors = embed_through(self.s.embedder, self.s.cache, [extra[j].text for j in wanted])
             except EmbedderError:
                 return out
-            out[wanted] = cosines(stored(np.stack(vectors)), plan.vector)
+            rows = self._run(
+                "SELECT -(u.e::vector <#> %(q)s::vector)::float8 FROM unnest(%(vectors)s::text[]) WITH ORDINALITY "
+                "AS u(e, n) ORDER BY u.n",
+                {"q": vector_text(plan.vector), "vectors": [vector_text(v) for v in stored(np.stack(vectors))]},
+            )
+            out[wanted] = [float(r[0]) for r in rows]
         return out
 
     # ------------------------------------------------------------------ records

@@ -498,7 +498,9 @@ class VectorIndex:
             keys, graph, loaded = self._slot_of_key[: self._nkeys], self._graph, self._loaded
             tail = np.flatnonzero(self._tail_at >= 0)
             rows = self._tail_rows[self._tail_at[tail]]
+            lock = self.lock
             self.__init__(self.dim, ann_min=self.ann_min, background=self.background)  # type: ignore[misc]
+            self.lock = lock  # held by this thread now, and waited for by others: the same lock goes on
             if graph is not None:
                 mapped = np.where(keys >= 0, new_slot[np.maximum(keys, 0)], -1)
                 self.load_graph(graph, mapped)

@@ -22,7 +22,7 @@ from engram.errors import ConfigError, RefNotFoundError
 from engram.hashing import ChunkId
 from engram.index.cache import VectorCache
 from engram.index.doclist import make_doc
-from engram.index.docs import DocIndex, Phases
+from engram.index.docs import SCOPE_EXACT, DocIndex, Phases
 from engram.index.engine import Overlay
 from engram.index.keyword import OverlayStats
 from engram.repo import Repository
@@ -153,8 +153,13 @@ class IndexPool:
         cache: VectorCache | None = None,
         snapshots: Path | None = None,
         background: bool = False,
+        scope_exact: int = SCOPE_EXACT,
+        ann_min: int | None = None,
     ) -> None:
         self.repo = repo
+        #: Index settings (:class:`DocIndex`): the scope scored exactly, the vectors from which on a graph is built.
+        self.scope_exact = scope_exact
+        self.ann_min = ann_min
         self.embedder = embedder
         self.fields = tuple(fields)
         self.cache = cache
@@ -200,7 +205,10 @@ class IndexPool:
         return found if found is not None and found.repo is repo else cls(repo)
 
     def _new(self) -> DocIndex:
-        return DocIndex(self.repo.nodes, fields=self.fields, embedder=self.embedder, cache=self.cache)
+        return DocIndex(
+            self.repo.nodes, fields=self.fields, embedder=self.embedder, cache=self.cache,
+            scope_exact=self.scope_exact, ann_min=self.ann_min,
+        )  # fmt: skip
 
     def index(self, branch: str) -> DocIndex:
         """The (possibly stale) index kept for a branch: in memory, else its saved snapshot, else empty."""
@@ -226,7 +234,10 @@ class IndexPool:
         path = self._snapshot_path(branch)
         if path is None:
             return None
-        found = DocIndex.restore(path, self.repo.nodes, fields=self.fields, embedder=self.embedder, cache=self.cache)
+        found = DocIndex.restore(
+            path, self.repo.nodes, fields=self.fields, embedder=self.embedder, cache=self.cache,
+            scope_exact=self.scope_exact, ann_min=self.ann_min,
+        )  # fmt: skip
         if found is None or found.root is None or self.repo.chunks.has_many([found.root]):
             return None  # absent, built differently, or its root was garbage-collected
         return found
