@@ -67,7 +67,7 @@ class Repository:
         commit, merge, revert or reset. Search indexes follow heads this way (``engram.store.background``)."""
         with self._lock:
             self._watchers = [w for w in self._watchers if w() is not None]
-            self._watchers.append(weakref.WeakMethod(listener))  # type: ignore[arg-type]
+            self._watchers.append(weakref.WeakMethod(listener))
 
     def _moved(self, branch: str) -> None:
         for watcher in list(self._watchers):

@@ -62,7 +62,7 @@ def test_tail_is_searchable_before_the_graph_has_it() -> None:
     assert index.backlog == 1_000
     # exact for the vector as the index keeps it: float16 precision, in the tail as in the graph
     kept = rows[2_500].astype(np.float16).astype(np.float32)
-    assert int(np.argmax(scores)) == 2_500 and scores[2_500] == np.float32(np.dot(kept, rows[2_500]).round(6)) or (
+    assert (int(np.argmax(scores)) == 2_500 and scores[2_500] == np.float32(np.dot(kept, rows[2_500]).round(6))) or (
         np.isclose(scores[2_500], kept @ rows[2_500], atol=1e-6)
     )
 

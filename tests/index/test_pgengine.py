@@ -387,6 +387,7 @@ def test_moving_vectors_while_writers_replace_them_keeps_one_current_vector_per_
         embedder = HashingEmbedder()
         for i in range(20):
             current = np.asarray(embedder.embed([f"round 11 item {i} w11abc"])[0], dtype=np.float32)
-            assert float(stored[f"k{i}"] @ current) == pytest.approx(1.0, abs=1e-3)  # the current vector, kept at float16 precision
+            # the current vector, kept at float16 precision
+            assert float(stored[f"k{i}"] @ current) == pytest.approx(1.0, abs=1e-3)
     finally:
         mem.close()

@@ -133,7 +133,7 @@ def test_searches_beside_a_writer_terminate_and_never_fail(pgvector_url: str) ->
                         tx.put(("users", f"u{k % 3}"), f"k{k}", {"text": f"round {n} item {k} common words w{n % 9}"})
                     if n % 4 == 0:
                         tx.delete(("users", f"u{n % 3}"), f"k{(n * 7) % 120}")
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
         finally:
             stop.set()
@@ -146,7 +146,7 @@ def test_searches_beside_a_writer_terminate_and_never_fail(pgvector_url: str) ->
                 mode = rng.choice(["hybrid", "keyword", "semantic"])
                 mem.search(prefix, f"common words w{rng.randrange(9)} item", mode=mode, limit=rng.choice([3, 10]))
                 searches[0] += 1
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=writer, daemon=True)]

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 import engram
-from engram.embed import HashingEmbedder
 from engram.index import engine
 from engram.index.docs import DocIndex
 from engram.index.keyword import KeywordIndex
@@ -113,7 +112,7 @@ def test_a_past_search_equals_a_store_rebuilt_from_that_version(tmp_path: Path, 
     rng = random.Random(5)
     for round_ in range(6):
         with mem.transaction(f"round {round_}") as tx:
-            for i in range(60):
+            for _ in range(60):
                 n = rng.randrange(300)
                 tx.put(("users", f"u{n % 7}"), f"k{n}", {"text": f"shared words {n % 4} round {round_} x{n % 11}"})
     past = mem.head.id
@@ -173,7 +172,7 @@ def test_new_tenants_write_and_search_while_the_graph_builds_without_errors(tmp_
                 after += vectors.approximate
                 if n >= 60 and after >= 40:
                     break
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
         finally:
             stop.set()
@@ -187,7 +186,7 @@ def test_new_tenants_write_and_search_while_the_graph_builds_without_errors(tmp_
                 assert all(item.namespace == ("users", tenant) for item in found)
                 if tenant.startswith("new"):
                     assert [item.key for item in found] == ["m0"]
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=writer)] + [threading.Thread(target=searcher, args=(i,)) for i in range(2)]

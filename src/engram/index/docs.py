@@ -102,11 +102,19 @@ class DocIndex:
         self.keyword = KeywordIndex()
         #: Vectors from which on the vector index searches an HNSW graph (None: ``vector.ANN_MIN``).
         self.ann_min = ann_min
-        self.vectors = None if embedder is None else VectorIndex(embedder.dim, **({} if ann_min is None else {"ann_min": ann_min}))
+        if embedder is None:
+            self.vectors: VectorIndex | None = None
+        elif ann_min is None:  # the vector index's own default
+            self.vectors = VectorIndex(embedder.dim)
+        else:
+            self.vectors = VectorIndex(embedder.dim, ann_min=ann_min)
         self.pending: set[int] = set()
         self.vector_error: str | None = None
         self.unsaved = 0  # documents changed since the last snapshot
         self._generation = 0  # bumped when slots are renumbered (embed_step's results then do not apply)
+        #: Seconds a search may spend embedding what lacks a vector (None: all of it first); the rest waits for a
+        #: background indexer (:meth:`embed_step`), found by keyword meanwhile.
+        self.embed_budget: float | None = None
         self._queries = QueryVectors()
         self.lock = threading.RLock()
 
@@ -310,10 +318,13 @@ class DocIndex:
         new_slot[alive] = np.arange(len(alive))
         vectors, pending = self.vectors, self.pending
         embedder, cache, fields, root, unsaved = self.embedder, self.cache, self.fields, self.root, self.unsaved
-        options = {"scope_exact": self.scope_exact, "ann_min": self.ann_min}
-        generation, lock = self._generation + 1, self.lock
-        self.__init__(self.nodes, fields=fields, embedder=embedder, cache=cache, **options)  # type: ignore[misc,arg-type]
+        scope_exact, ann_min = self.scope_exact, self.ann_min
+        generation, lock, budget = self._generation + 1, self.lock, self.embed_budget
+        self.__init__(  # type: ignore[misc]
+            self.nodes, fields=fields, embedder=embedder, cache=cache, scope_exact=scope_exact, ann_min=ann_min
+        )
         self.lock = lock  # held by this thread now, and waited for by others: the same lock goes on
+        self.embed_budget = budget
         keys = [key for key, _ in raws]
         for slot, key in enumerate(keys):
             self.slot_of[key] = slot
@@ -371,6 +382,8 @@ class DocIndex:
                     self.pending.difference_update(part[hit].tolist())
                 have[lo : lo + CACHE_STEP] = hit
         missing = slots[~have]
+        if budget is not None:
+            missing = missing[::-1]  # within a budget, the newest writes first: the likeliest to be searched for
         done = total - len(missing)
         if phases is not None:
             phases("embed", done, total)
@@ -392,6 +405,26 @@ class DocIndex:
             if phases is not None:
                 phases("embed", done, total)
         self.vector_error = None
+
+    def embed_scope(self, slots: npt.NDArray[np.int64]) -> None:
+        """Make the vectors a search of these slots (a small scope) lacks, newest first, within ``embed_budget``
+        seconds (all of them when it is None): a tenant's own latest writes are searchable by meaning at once."""
+        if self.vectors is None or not self.pending or not len(slots):
+            return
+        waiting = slots[self.indexed[slots] & ~self.vectors.present_below(self.size)[slots]][::-1]
+        deadline = None if self.embed_budget is None else time.monotonic() + self.embed_budget
+        for lo in range(0, len(waiting), INLINE_STEP):
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            part = waiting[lo : lo + INLINE_STEP]
+            texts = [doc.text if (doc := self.docs[s]) is not None else "" for s in part.tolist()]
+            try:
+                vectors = self.vectors_for(texts)
+            except EmbedderError as exc:
+                self.vector_error = str(exc)
+                return
+            self.vectors.set_many(part, np.stack(vectors))
+            self.pending.difference_update(part.tolist())
 
     def embed_step(self, size: int = EMBED_STEP) -> bool:
         """Embed up to ``size`` pending slots without holding the index while the embedder runs (a background
@@ -479,7 +512,8 @@ class DocIndex:
             return self.alive[:size].copy()
         ids = self.namespace_ids(prefix)
         if len(ids) == 1:
-            return (self.ns_ids[:size] == ids[0]) & self.alive[:size]
+            same: npt.NDArray[np.bool_] = self.ns_ids[:size] == ids[0]
+            return same & self.alive[:size]
         return np.isin(self.ns_ids[:size], ids) & self.alive[:size]
 
     # ------------------------------------------------------------------ snapshots

@@ -87,6 +87,7 @@ class _Corpus:
             mask[overlay.excluded] = False
         if prefix and (count := int(np.count_nonzero(mask))) <= index.scope_exact and count < index.size:
             self.slots = slots = np.flatnonzero(mask)
+            index.embed_scope(slots)  # the scope's latest writes, before a background indexer gets to them
             n = self.n = len(slots)
             mask = np.ones(n, dtype=bool)
             indexed, updated, confidence = index.indexed[slots], index.updated[slots], index.confidence[slots]

@@ -203,7 +203,9 @@ class KeywordIndex:
                 out[scored.slots] += scored.weights
         return out
 
-    def scores_at(self, query: Iterable[str], slots: npt.NDArray[np.int64], stats: Stats | None = None) -> npt.NDArray[np.float32]:
+    def scores_at(
+        self, query: Iterable[str], slots: npt.NDArray[np.int64], stats: Stats | None = None
+    ) -> npt.NDArray[np.float32]:
         """BM25 score of the given slots (ascending) for the query terms: :meth:`scores` at those slots, the same
         numbers, found by bisecting each term's postings (cost grows with the slots, not the postings)."""
         use = stats or self.stats

@@ -336,19 +336,29 @@ class PgQuery:
         self._terms = terms
         self._reads, self._row_ids, self._row_columns = Reads(), [], []  # (after rounds of lists: start over)
         params = {**self.params, **{f"t{i}": t for i, t in enumerate(terms)}, "terms": terms}
-        cosine = ", NULL::float8"
+        where = list(self.where)
+        if request.prefix:  # a namespace's items are one range of keys: read by primary key, in every table
+            params["lo"], params["hi"] = codec.prefix_range(request.prefix)
+            where.append("d.key >= %(lo)s AND d.key < %(hi)s")
+        if plan.mode == "keyword":
+            where.append("d.term_list && %(terms)s::text[]")
+        joined, cosine = "", ", NULL::float8"
         if plan.vector is not None:
             dim = len(plan.vector)
             params["q"] = vector_text(plan.vector)
-            cosine = ", coalesce(" + ", ".join(
-                f"(SELECT -(v.embedding <#> %(q)s::vector)::float8 FROM {table} v WHERE v.repo = d.repo "
-                f"AND v.branch = d.branch AND v.key = d.key AND v.dim = {dim})"
-                for table in ("engram_doc_vectors", "engram_doc_vectors_fresh")
-            ) + ", 0)"  # fmt: skip
-        evidence = " AND d.term_list && %(terms)s::text[]" if plan.mode == "keyword" else ""
+            scope = "v.repo = %(repo)s AND v.branch = %(branch)s" + (
+                " AND v.key >= %(lo)s AND v.key < %(hi)s" if request.prefix else ""
+            )
+            joined = (
+                " LEFT JOIN (SELECT DISTINCT ON (key) key, c FROM (" + " UNION ALL ".join(
+                    f"SELECT v.key, -(v.embedding <#> %(q)s::vector)::float8 AS c FROM {table} v WHERE {scope} "
+                    f"AND v.dim = {dim}" for table in ("engram_doc_vectors", "engram_doc_vectors_fresh")
+                ) + ") u ORDER BY key) c ON c.key = d.key"
+            )  # fmt: skip
+            cosine = ", coalesce(c.c, 0)"
         rows = self._fetch(
-            f"SELECT d.key{self._columns(False)}{cosine} FROM engram_docs d WHERE {' AND '.join(self.where)} "
-            f"AND d.indexed{evidence}",
+            f"SELECT d.key{self._columns(False)}{cosine} FROM engram_docs d{joined} WHERE {' AND '.join(where)} "
+            "AND d.indexed",
             params,
         )
         self._reads.take({VECTOR: ([bytes(r[0]) for r in rows], [0.0] * len(rows))})
@@ -480,7 +490,11 @@ class PgQuery:
         self._row_columns.append(np.array([r[1:] for r in rows], dtype=np.float64))
 
     def _signals(
-        self, terms: list[str], plan: ModePlan, stats: keyword.Stats, cap: float,
+        self,
+        terms: list[str],
+        plan: ModePlan,
+        stats: keyword.Stats,
+        cap: float,
         exact: npt.NDArray[np.float64] | None = None,
     ) -> tuple[list[bytes], Signals]:
         """The candidates (rows fetched, then the overlay's documents) and their raw signals; ``exact``: the

@@ -72,6 +72,9 @@ def store_opener(
                 loaded.append(embedder_from_spec(embedder))
             return loaded[0]
 
+    # the pool's one indexer thread keeps every open tenant's index current (not a thread per tenant)
+    options.setdefault("background_index", False)
+
     def open_tenant(tenant: str) -> Memory:
         if router is not None and not local:
             return router.open(tenant, branch="main", author=author, embedder=chosen(), **options)

@@ -31,7 +31,7 @@ class BackgroundIndexer:
     still to embed): the branch is then taken up again, after the other branches waiting.
     """
 
-    def __init__(self, work: Callable[[str], bool], *, name: str = "engram-indexer", delay: float = DELAY) -> None:
+    def __init__(self, work: Callable[[str], bool], *, name: str = "engram-index-worker", delay: float = DELAY) -> None:
         self._work = work
         self._name = name
         self._delay = delay

@@ -205,10 +205,15 @@ class IndexPool:
         return found if found is not None and found.repo is repo else cls(repo)
 
     def _new(self) -> DocIndex:
-        return DocIndex(
+        return self._searching(DocIndex(
             self.repo.nodes, fields=self.fields, embedder=self.embedder, cache=self.cache,
             scope_exact=self.scope_exact, ann_min=self.ann_min,
-        )  # fmt: skip
+        ))  # fmt: skip
+
+    def _searching(self, index: DocIndex) -> DocIndex:
+        """``index`` with the time a search may spend embedding (``SEARCH_EMBED`` with a background indexer)."""
+        index.embed_budget = SEARCH_EMBED if self.indexer is not None else None
+        return index
 
     def index(self, branch: str) -> DocIndex:
         """The (possibly stale) index kept for a branch: in memory, else its saved snapshot, else empty."""
@@ -240,7 +245,7 @@ class IndexPool:
         )  # fmt: skip
         if found is None or found.root is None or self.repo.chunks.has_many([found.root]):
             return None  # absent, built differently, or its root was garbage-collected
-        return found
+        return self._searching(found)
 
     def head(
         self, branch: str, root: ChunkId, phases: Phases | None = None, *, search: bool = False, embed: bool = True
@@ -249,7 +254,7 @@ class IndexPool:
         with a background indexer, embedding stops after ``SEARCH_EMBED`` seconds: the rest is left to it; without
         ``embed`` nothing is embedded here (the indexer's own sync, which embeds a step at a time after)."""
         index = self.index(branch)
-        budget = SEARCH_EMBED if search and self.indexer is not None else None
+        budget = index.embed_budget if search else None
         budget = 0.0 if not embed else budget
         with index.lock:
             if index.root == root and index.pending and index.vector_error is not None:
