@@ -46,7 +46,8 @@ def parsed(text: str) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[engram.Memory]:
-    mem = engram.open(str(tmp_path / "store"), embedder="hashing")
+    # indexed on search (no background indexer): these tests read the index lag that writes leave
+    mem = engram.open(str(tmp_path / "store"), embedder="hashing", background_index=False)
     yield mem
     mem.close()
 

@@ -334,7 +334,6 @@ class PgQuery:
         local = with_overlay(keyword.Stats(head.docs, head.length), head.df, terms, self.overlay)
         stats = local if request.stats is None else request.stats.stats()
         self._terms = terms
-        self._reads, self._row_ids, self._row_columns = Reads(), [], []  # (after rounds of lists: start over)
         params = {**self.params, **{f"t{i}": t for i, t in enumerate(terms)}, "terms": terms}
         where = list(self.where)
         if request.prefix:  # a namespace's items are one range of keys: read by primary key, in every table
@@ -343,7 +342,9 @@ class PgQuery:
         if plan.mode == "keyword":
             where.append("d.term_list && %(terms)s::text[]")
         joined, cosine = "", ", NULL::float8"
-        if plan.vector is not None:
+        # a hybrid search fetches the cosines of the candidates that can still reach the page afterwards (_cosines:
+        # most items of a scope score too low by keywords alone); a semantic one reads every cosine in scope here
+        if plan.vector is not None and plan.mode == "semantic":
             dim = len(plan.vector)
             params["q"] = vector_text(plan.vector)
             scope = "v.repo = %(repo)s AND v.branch = %(branch)s" + (
@@ -361,10 +362,13 @@ class PgQuery:
             "AND d.indexed",
             params,
         )
-        self._reads.take({VECTOR: ([bytes(r[0]) for r in rows], [0.0] * len(rows))})
-        self._keep([r[:-1] for r in rows])
-        near = np.array([0.0 if r[-1] is None else r[-1] for r in rows], dtype=np.float64)
-        keys, signals = self._signals(terms, plan, stats, 0.0, near)
+        if plan.vector is not None:
+            self._query_text = params["q"] = vector_text(plan.vector)
+        keys = [bytes(r[0]) for r in rows]
+        width = 4 + len(terms)
+        table = np.array([r[1:] for r in rows], dtype=np.float64).reshape(len(rows), width)
+        near = np.nan_to_num(table[:, -1], nan=0.0) if plan.mode == "semantic" else np.full(len(rows), np.nan)
+        keys, signals = self._signals(terms, plan, stats, 1.0, (keys, table[:, :-1], near))
         model = s.model if plan.vector is not None else None
         ranking = rank(signals, plan.mode, request.profile, self.now, request.min_score, embedder=model)
         want = request.offset + request.limit
@@ -495,19 +499,24 @@ class PgQuery:
         plan: ModePlan,
         stats: keyword.Stats,
         cap: float,
-        exact: npt.NDArray[np.float64] | None = None,
+        rows: tuple[list[bytes], npt.NDArray[np.float64], npt.NDArray[np.float64]] | None = None,
     ) -> tuple[list[bytes], Signals]:
-        """The candidates (rows fetched, then the overlay's documents) and their raw signals; ``exact``: the
-        rows' cosines, all known (an exact search), else those the vector lists gave."""  # fmt: skip
-        width = 3 + len(terms)
-        row_ids = np.concatenate(self._row_ids) if self._row_ids else np.zeros(0, dtype=np.int64)
-        table = np.concatenate(self._row_columns) if self._row_columns else np.zeros((0, width))
-        all_keys = self._reads.keys
-        keys = [all_keys[i] for i in row_ids.tolist()]
+        """The candidates (rows fetched, then the overlay's documents) and their raw signals. ``rows``: an exact
+        search's rows (keys, their signal columns, their cosines, NaN where still to fetch), else the rows the
+        lists' rounds fetched, with the cosines the vector lists gave."""
+        if rows is not None:
+            keys, table, cosine = rows
+            keys = list(keys)
+        else:
+            width = 3 + len(terms)
+            row_ids = np.concatenate(self._row_ids) if self._row_ids else np.zeros(0, dtype=np.int64)
+            table = np.concatenate(self._row_columns) if self._row_columns else np.zeros((0, width))
+            all_keys = self._reads.keys
+            keys = [all_keys[i] for i in row_ids.tolist()]
+            cosine = self._reads.near(row_ids)
         updated = table[:, 0].astype(np.int64)
         confidence = table[:, 1].astype(np.float32)
         lengths = table[:, 2].astype(np.float32)
-        cosine = self._reads.near(row_ids) if exact is None else exact
         tfs = [table[:, 3 + j].astype(np.float32) for j in range(len(terms))]
         eligible = np.ones(len(keys), dtype=bool)
         if self.extra:

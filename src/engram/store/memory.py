@@ -50,7 +50,7 @@ class _Snapshot(Reader):
         return self._fixed
 
     def _search_index(self) -> tuple[DocIndex, Overlay | None]:
-        return self._memory.pool.head(self._memory.branch, self._fixed), None
+        return self._memory.pool.head(self._memory.branch, self._fixed, search=True), None
 
     def _query_cache(self) -> tuple[QueryCache, str] | None:
         return for_pool(self._memory.pool)
