@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_search import pct, sentences  # the same synthetic text (a script's folder is on its path)
 
 import engram
 from engram.embed import HashingEmbedder
@@ -40,20 +41,6 @@ from engram.embed import HashingEmbedder
 SHAPES = {"small": (2_000, 100), "large": (20, 10_000)}  # users, items per user
 FILTER = {"kind": "fact"}
 KINDS = ["pref", "fact", "event", "task"]
-
-
-def sentences(n: int, seed: int = 0) -> list[str]:
-    """``n`` synthetic sentences of 8-24 words over a Zipf-distributed 5,000-word vocabulary."""
-    rng = np.random.default_rng(seed)
-    vocab = [f"w{i}" + "".join(chr(97 + (i * 7 + j) % 26) for j in range(3)) for i in range(5000)]
-    ranks = np.minimum(rng.zipf(1.2, size=(n, 24)), 5000) - 1
-    lengths = rng.integers(8, 25, size=n)
-    return [" ".join(vocab[r] for r in row[:k]) for row, k in zip(ranks, lengths, strict=True)]
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return 1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def timed(search: Callable[[str, str], Any], asks: list[tuple[str, str]]) -> dict[str, float]:

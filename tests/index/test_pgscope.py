@@ -10,14 +10,34 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 import engram
 from engram.embed import HashingEmbedder
-from engram.index import pgquery
+from engram.index import pgengine, pgquery
 from engram.ops.tenants import TenantPool, store_opener
 from engram.store import Memory, tenant_url
+
+
+@pytest.fixture(autouse=True)
+def in_postgresql(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every search of these tests runs in PostgreSQL: a silent fallback to the in-process engine (which gives the
+    same results) would hide what they test."""
+    fallbacks: list[str] = []
+    for name in ("query", "query_past"):
+        real = getattr(pgengine.PgEngine, name)
+
+        def spy(self: Any, *args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            found = _real(self, *args, **kwargs)
+            if found is None:
+                fallbacks.append(_name)
+            return found
+
+        monkeypatch.setattr(pgengine.PgEngine, name, spy)
+    yield
+    assert fallbacks == []
 
 
 def _open(url: str) -> Memory:
@@ -46,9 +66,17 @@ def tenants(pgvector_url: str) -> Iterator[Memory]:
     mem.close()
 
 
-def test_small_scopes_on_postgresql_give_the_page_the_lists_give(tenants: Memory) -> None:
+def test_small_scopes_on_postgresql_give_the_page_the_lists_give(
+    tenants: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     sql = tenants.pool.sql
     assert sql is not None
+    ran: list[str] = []  # which path each search took, in PostgreSQL (never a silent fallback to in process)
+    for name in ("_exact", "_ranked"):
+        real = getattr(pgquery.PgQuery, name)
+        monkeypatch.setattr(
+            pgquery.PgQuery, name, lambda self, *a, _real=real, _name=name: ran.append(_name) or _real(self, *a)
+        )
     prefixes = [("users", "nobody"), ("users", "u1"), ("users", "u1", "sub"), ("users", "u7")]
     combos = itertools.product(
         prefixes, ["topic 7", "note about topic 12 alpha", "beta"], ["hybrid", "semantic", "keyword"],
@@ -57,10 +85,13 @@ def test_small_scopes_on_postgresql_give_the_page_the_lists_give(tenants: Memory
     for prefix, query, mode, profile, spec in combos:
         args = {"mode": mode, "profile": profile, "filter": spec, "limit": 5}
         sql.scope_exact = 10_000
+        ran.clear()
         scoped = [(i.namespace, i.key, i.score) for i in tenants.search(prefix, query, **args)]  # type: ignore[arg-type]
         sql.scope_exact = 0
         lists = [(i.namespace, i.key, i.score) for i in tenants.search(prefix, query, **args)]  # type: ignore[arg-type]
         sql.scope_exact = 10_000
+        empty = prefix == ("users", "nobody")  # a scope of no items is exact whatever the limit
+        assert ran == ["_exact", "_exact" if empty else "_ranked"], (prefix, query, mode)
         assert [(ns, key) for ns, key, _ in scoped] == [(ns, key) for ns, key, _ in lists], (prefix, query, mode)
         for (_, _, a), (_, _, b) in zip(scoped, lists, strict=True):
             assert a == pytest.approx(b, abs=1e-6)

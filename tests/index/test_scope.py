@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import random
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ def test_a_tenant_search_in_a_store_of_20k_items_never_crashes(tmp_path: Path) -
         assert found and all(item.namespace == ("users", "u1") for item in found), mode
     vectors = mem.pool.index("main").vectors
     assert vectors is not None
+    assert mem.flush_index(timeout=300)  # every vector made (in the background), then the graph built of them
     vectors.wait()
     assert vectors.approximate
     mem.put(("users", "newbie"), "m0", {"text": "topic 7 is great"})
@@ -164,13 +166,14 @@ def test_new_tenants_write_and_search_while_the_graph_builds_without_errors(tmp_
 
     def writer() -> None:
         after = 0  # tenants written since the graph has existed
+        deadline = time.monotonic() + 240  # (the graph exists once every vector is made: seconds on a loaded machine)
         try:
-            for n in range(2_000):
+            for n in itertools.count():
                 tenant = f"new{n}"
                 mem.put(("users", tenant), "m0", {"text": f"topic 7 from {tenant}"})
                 arrived.append(tenant)
                 after += vectors.approximate
-                if n >= 60 and after >= 40:
+                if (n >= 60 and after >= 40) or time.monotonic() > deadline:
                     break
         except BaseException as exc:
             errors.append(exc)

@@ -119,9 +119,12 @@ class Graph:
         at = keys - self.first
         block, row = at // BLOCK, at % BLOCK
         out = np.empty((len(keys), self.dim), dtype=np.float16)
-        for b in np.unique(block).tolist():
-            chosen = block == b
-            out[chosen] = self._blocks[b][row[chosen]]
+        order = np.argsort(block, kind="stable")  # the keys of each block together: one gather per block
+        ends = np.searchsorted(block[order], np.arange(len(self._blocks) + 1))
+        for b in range(len(self._blocks)):
+            if ends[b] < ends[b + 1]:
+                chosen = order[ends[b] : ends[b + 1]]
+                out[chosen] = self._blocks[b][row[chosen]]
         return out
 
     def remove(self, keys: npt.NDArray[np.int64]) -> None:

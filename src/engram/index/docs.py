@@ -51,8 +51,10 @@ SCAN_FROM = 20_000
 EMBED_STEP = 256
 #: Texts embedded at once while a search embeds within a time budget (its last batch may overrun the budget).
 INLINE_STEP = 16
-#: Default of :attr:`DocIndex.scope_exact`: scopes up to the size below which a whole index is searched exactly.
-SCOPE_EXACT = 20_000
+#: Default of :attr:`DocIndex.scope_exact`. Measured (benchmarks/RESULTS.md, "Many-tenant search"): a scope of 100
+#: items in a 200k store takes 0.7 ms scored exactly; one of 10,000 takes ~10 ms exactly (its float16 vectors are
+#: widened row by row) but ~2 ms through the whole index (cached term weights, the graph with the scope as filter).
+SCOPE_EXACT = 2_000
 #: A progress callback taking ``(phase, done, total)``; phases are ``"index"`` and ``"embed"``.
 Phases = Callable[[str, int, int], None]
 
@@ -388,23 +390,15 @@ class DocIndex:
         if phases is not None:
             phases("embed", done, total)
         step = EMBED_STEP if budget is None else INLINE_STEP
-        deadline = None if budget is None else time.monotonic() + budget
-        for lo in range(0, len(missing), step):
-            if deadline is not None and time.monotonic() >= deadline:
-                return
-            part = missing[lo : lo + step]
-            texts = [doc.text if (doc := self.docs[s]) is not None else "" for s in part.tolist()]
-            try:
-                vectors = self.vectors_for(texts)
-            except EmbedderError as exc:
-                self.vector_error = str(exc)
-                return
-            self.vectors.set_many(part, np.stack(vectors))
-            self.pending.difference_update(part.tolist())
-            done += len(part)
+
+        def report(n: int) -> None:
+            nonlocal done
+            done += n
             if phases is not None:
                 phases("embed", done, total)
-        self.vector_error = None
+
+        if self._embed_slots(missing, step, budget, report):
+            self.vector_error = None
 
     def embed_scope(self, slots: npt.NDArray[np.int64]) -> None:
         """Make the vectors a search of these slots (a small scope) lacks, newest first, within ``embed_budget``
@@ -412,19 +406,34 @@ class DocIndex:
         if self.vectors is None or not self.pending or not len(slots):
             return
         waiting = slots[self.indexed[slots] & ~self.vectors.present_below(self.size)[slots]][::-1]
-        deadline = None if self.embed_budget is None else time.monotonic() + self.embed_budget
-        for lo in range(0, len(waiting), INLINE_STEP):
+        self._embed_slots(waiting, INLINE_STEP, self.embed_budget)
+
+    def _embed_slots(
+        self,
+        slots: npt.NDArray[np.int64],
+        step: int,
+        budget: float | None,
+        report: Callable[[int], None] | None = None,
+    ) -> bool:
+        """Embed these slots' texts ``step`` at a time and set their vectors, until done or ``budget`` seconds have
+        passed; True when every one was embedded (False: out of time, or the embedder failed, which is recorded)."""
+        assert self.vectors is not None
+        deadline = None if budget is None else time.monotonic() + budget
+        for lo in range(0, len(slots), step):
             if deadline is not None and time.monotonic() >= deadline:
-                return
-            part = waiting[lo : lo + INLINE_STEP]
+                return False
+            part = slots[lo : lo + step]
             texts = [doc.text if (doc := self.docs[s]) is not None else "" for s in part.tolist()]
             try:
                 vectors = self.vectors_for(texts)
             except EmbedderError as exc:
                 self.vector_error = str(exc)
-                return
+                return False
             self.vectors.set_many(part, np.stack(vectors))
             self.pending.difference_update(part.tolist())
+            if report is not None:
+                report(len(part))
+        return True
 
     def embed_step(self, size: int = EMBED_STEP) -> bool:
         """Embed up to ``size`` pending slots without holding the index while the embedder runs (a background

@@ -376,8 +376,8 @@ class PgEngine:
 
         Its first statement reads the branch's index head with the query terms' statistics: when the rows
         reflect ``root`` with every vector made, the search goes on from it; else :meth:`ensure` first."""
-        search = PgQuery(self, branch, request, prefilter, now)
         for attempt in range(2):
+            search = PgQuery(self, branch, request, prefilter, now)
             try:
                 with search.snapshot():
                     start = search.start()
@@ -385,19 +385,18 @@ class PgEngine:
                     if current and start is not None and start.config == (self.model, self.config):
                         self._indexed.add(branch)
                         return search.run(start)  # on the snapshot its head was read in
-                    if attempt and start is None:
-                        return None  # dropped meanwhile
-                    if attempt and start is not None:
-                        self._indexed.add(branch)
-                        return search.run(start)  # the branch moved on meanwhile: its newer rows, consistently
-                if not self.ensure(branch, root):
-                    return None
+                if attempt == 0 and self.ensure(branch, root):
+                    continue  # the rows reflect ``root`` now: read them again
             except (StorageError, InvalidInputError) as exc:  # down, or refusing data the store holds
                 if search.running:
                     raise
                 _log.warning("searching %s in process: the PostgreSQL index is unavailable (%s)", branch, exc)
                 return None
-        return None
+            break
+        # The branch moved on (a writer beside this search): its rows reflect a newer head. ``root`` is then searched
+        # as a past version of them (the rows minus what differs, plus ``root``'s versions of those items), so the
+        # answer is ``root``'s, never a newer version's, and it stays in PostgreSQL.
+        return self.query_past(branch, root, request, now, prefilter)
 
     def query_past(
         self, branch: str, root: ChunkId, request: Request, now: int, prefilter: PreFilter | None = None

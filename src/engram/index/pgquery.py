@@ -97,6 +97,8 @@ _SCOPE = (
     "(SELECT coalesce(sum(n.docs), 0)::bigint FROM engram_index_namespaces n WHERE n.repo = h.repo "
     "AND n.branch = h.branch AND n.ns_path LIKE %(prefix)s ESCAPE '\\')"
 )
+#: A scope of at most this many items is read, records and cosines included, in one statement with the COMMIT.
+SMALL_SCOPE = 1_000
 #: Rounds of deepening after which a search scores its whole scope exactly instead (each round reads its lists
 #: four times deeper: this many rounds read them 4**8 = 65,536 times the first depth): a search terminates.
 MAX_ROUNDS = 8
@@ -156,6 +158,11 @@ class PgQuery:
         self.excluded = 0 if overlay is None else len(overlay.excluded)
         self.records: dict[bytes, Record] = {}
         self._conn: Any = None
+        #: The snapshot's state: its BEGIN waits to go with its first statement; whether it ended (committed).
+        self._begin = False
+        self._ended = False
+        #: Encoded records fetched with a small scope's rows, decoded when a page or a filter needs them.
+        self._raw: dict[bytes, bytes] = {}
         #: Whether :meth:`run` started (an error from then on is the search's, not the index's availability).
         self.running = False
         #: A small scope (at most the engine's ``scope_exact`` items) is scored exactly; so is any search whose
@@ -209,22 +216,36 @@ class PgQuery:
         ``REPEATABLE READ`` transaction): a writer moving the branch meanwhile changes nothing it reads, so the
         head it starts from, the lists, the rows and the records all belong to one version."""
         with self.s.db.connection() as conn:
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            self._conn = conn
+            self._conn, self._begin, self._ended = conn, True, False  # BEGIN goes with the first statement
             try:
                 yield
             except BaseException:
                 self._conn = None
-                with suppress(Exception):  # the error that got here is the one to report
-                    conn.execute("ROLLBACK")
+                if not self._begin and not self._ended:
+                    with suppress(Exception):  # the error that got here is the one to report
+                        conn.execute("ROLLBACK")
                 raise
             self._conn = None
-            conn.execute("COMMIT")
+            if not self._begin and not self._ended:
+                conn.execute("COMMIT")
 
-    def _run(self, sql: str, params: Any, **options: Any) -> list[tuple[Any, ...]]:
-        """One statement's rows, on the search's snapshot (:meth:`snapshot`) when it has one."""
-        with self._connection() as conn:
+    def _run(self, sql: str, params: Any, *, last: bool = False, **options: Any) -> list[tuple[Any, ...]]:
+        """One statement's rows, on the search's snapshot (:meth:`snapshot`) when it has one: its first statement
+        goes with the BEGIN, and its ``last`` with the COMMIT, in one round trip each (pipelined)."""
+        conn = self._conn
+        if conn is None or (not self._begin and not last) or self._ended:
+            with self._connection() as conn:
+                cursor = conn.execute(sql, params, **options)
+                return list(cursor.fetchall()) if cursor.description is not None else []
+        with conn.pipeline() as pipeline:
+            if self._begin:
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                self._begin = False
             cursor = conn.execute(sql, params, **options)
+            if last:
+                conn.execute("COMMIT")
+                self._ended = True
+            pipeline.sync()  # one round trip; the cursor's result is there after it
             return list(cursor.fetchall()) if cursor.description is not None else []
 
     @contextmanager
@@ -268,7 +289,9 @@ class PgQuery:
 
     # ------------------------------------------------------------------ ranked
 
-    def _ranked(self, text: str, head: Start) -> Hits:
+    def _planned(self, text: str, head: Start) -> tuple[ModePlan, list[str], keyword.Stats, keyword.Stats]:
+        """The mode a ranked search runs in, its terms, the branch's statistics of them (with the past overlay's
+        difference) and the statistics it scores with (a fan-out's, engram.index.corpus, when it has them)."""
         s, request = self.s, self.request
         plan = plan_mode(
             request.mode, has_embedder=s.embedder is not None, vector_error=head.vector_error,
@@ -276,7 +299,11 @@ class PgQuery:
         )  # fmt: skip
         terms = query_terms(text) if plan.mode != "semantic" else []
         local = with_overlay(keyword.Stats(head.docs, head.length), head.df, terms, self.overlay)
-        stats = local if request.stats is None else request.stats.stats()  # a fan-out's (engram.index.corpus)
+        return plan, terms, local, local if request.stats is None else request.stats.stats()
+
+    def _ranked(self, text: str, head: Start) -> Hits:
+        s, request = self.s, self.request
+        plan, terms, local, stats = self._planned(text, head)
         want = request.offset + request.limit
         lists = Lists(
             terms,
@@ -323,16 +350,10 @@ class PgQuery:
         return Hits(hits, plan.mode, plan.requested, plan.degraded, head.pending)
 
     def _exact(self, text: str, head: Start) -> Hits:
-        """Score every searchable item of the scope from its row, in one statement (a small scope: a tenant's
-        items are found through the namespace index, so the cost follows the scope, not the branch)."""
+        """Score every searchable item of the scope from its row, in one statement (a small scope: a namespace's
+        items are one range of keys, read by primary key, so the cost follows the scope, not the branch)."""
         s, request = self.s, self.request
-        plan = plan_mode(
-            request.mode, has_embedder=s.embedder is not None, vector_error=head.vector_error,
-            embed=lambda: s.query_vector(text),
-        )  # fmt: skip
-        terms = query_terms(text) if plan.mode != "semantic" else []
-        local = with_overlay(keyword.Stats(head.docs, head.length), head.df, terms, self.overlay)
-        stats = local if request.stats is None else request.stats.stats()
+        plan, terms, _, stats = self._planned(text, head)
         self._terms = terms
         params = {**self.params, **{f"t{i}": t for i, t in enumerate(terms)}, "terms": terms}
         where = list(self.where)
@@ -342,9 +363,11 @@ class PgQuery:
         if plan.mode == "keyword":
             where.append("d.term_list && %(terms)s::text[]")
         joined, cosine = "", ", NULL::float8"
-        # a hybrid search fetches the cosines of the candidates that can still reach the page afterwards (_cosines:
-        # most items of a scope score too low by keywords alone); a semantic one reads every cosine in scope here
-        if plan.vector is not None and plan.mode == "semantic":
+        # A small scope's statement reads everything the search needs (records and every cosine too) and ends the
+        # snapshot. In a larger one a hybrid search fetches the cosines of the candidates that can still reach the
+        # page afterwards (_cosines: most items of a scope score too low by keywords alone).
+        small = head.scope is not None and head.scope <= SMALL_SCOPE and not self.extra
+        if plan.vector is not None and (plan.mode == "semantic" or small):
             dim = len(plan.vector)
             params["q"] = vector_text(plan.vector)
             scope = "v.repo = %(repo)s AND v.branch = %(branch)s" + (
@@ -357,17 +380,23 @@ class PgQuery:
                 ) + ") u ORDER BY key) c ON c.key = d.key"
             )  # fmt: skip
             cosine = ", coalesce(c.c, 0)"
-        rows = self._fetch(
-            f"SELECT d.key{self._columns(False)}{cosine} FROM engram_docs d{joined} WHERE {' AND '.join(where)} "
-            "AND d.indexed",
+        rows = self._run(
+            f"SELECT d.key{self._columns(False)}{cosine}{', d.record' if small else ''} FROM engram_docs d{joined} "
+            f"WHERE {' AND '.join(where)} AND d.indexed",
             params,
+            last=small,
+            binary=True,
         )
         if plan.vector is not None:
             self._query_text = params["q"] = vector_text(plan.vector)
         keys = [bytes(r[0]) for r in rows]
         width = 4 + len(terms)
+        if small:
+            self._raw = {key: bytes(r[-1]) for key, r in zip(keys, rows, strict=True)}
+            rows = [r[:-1] for r in rows]
         table = np.array([r[1:] for r in rows], dtype=np.float64).reshape(len(rows), width)
-        near = np.nan_to_num(table[:, -1], nan=0.0) if plan.mode == "semantic" else np.full(len(rows), np.nan)
+        known = plan.mode == "semantic" or (small and plan.vector is not None)
+        near = np.nan_to_num(table[:, -1], nan=0.0) if known else np.full(len(rows), np.nan)
         keys, signals = self._signals(terms, plan, stats, 1.0, (keys, table[:, :-1], near))
         model = s.model if plan.vector is not None else None
         ranking = rank(signals, plan.mode, request.profile, self.now, request.min_score, embedder=model)
@@ -427,6 +456,9 @@ class PgQuery:
                 "AND d.indexed AND d.key = ANY(ARRAY(SELECT DISTINCT key FROM lists))"
             )
         with self._connection() as conn, conn.pipeline():  # one round trip for both statements
+            if self._conn is conn and self._begin:
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                self._begin = False
             if VECTOR in grown:  # session settings (the pooled connection keeps them; they only steer HNSW scans)
                 conn.execute(
                     "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false), "
@@ -641,8 +673,11 @@ class PgQuery:
         return admit
 
     def _load(self, keys: list[bytes]) -> None:
-        """Fetch and decode the records of these rows (those not fetched yet)."""
+        """Fetch and decode the records of these rows (those not fetched yet; fetched with their rows: decoded)."""
         missing = [key for key in keys if key not in self.records]
+        if self._raw:
+            self.records.update((key, decode_record(self._raw[key])) for key in missing if key in self._raw)
+            missing = [key for key in missing if key not in self.records]
         if missing:
             rows = self._run(
                 "SELECT key, record FROM engram_docs WHERE repo = %s AND branch = %s AND key = ANY(%b)",

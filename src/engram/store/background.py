@@ -47,7 +47,7 @@ class BackgroundIndexer:
             if self._closed:
                 return
             self._due.setdefault(branch, time.monotonic() + self._delay)
-            if self._thread is None:
+            if self._thread is None or not self._thread.is_alive():  # (a forked child has the thread, not alive)
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
             self._cond.notify_all()
