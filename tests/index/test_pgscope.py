@@ -147,13 +147,14 @@ def test_a_past_search_on_postgresql_equals_a_branch_rebuilt_at_that_version(pgv
 
 
 def test_searches_beside_a_writer_terminate_and_never_fail(pgvector_url: str) -> None:
-    """One writer and two searchers on a fresh repository (the shape that spun forever): every search reads one
-    snapshot, so it ends, and the items it returns exist in that version."""
+    """One writer and two searchers on a fresh repository (the shape that spun forever), tenants arriving as they
+    search, the vector mover running: every search reads one snapshot, so it ends; a new tenant finds its item."""
     mem = _open(pgvector_url)
     mem.search((), "index this branch from now on")
     stop = threading.Event()
     errors: list[BaseException] = []
     searches = [0]
+    arrived: list[str] = []
 
     def writer() -> None:
         try:
@@ -164,6 +165,8 @@ def test_searches_beside_a_writer_terminate_and_never_fail(pgvector_url: str) ->
                         tx.put(("users", f"u{k % 3}"), f"k{k}", {"text": f"round {n} item {k} common words w{n % 9}"})
                     if n % 4 == 0:
                         tx.delete(("users", f"u{n % 3}"), f"k{(n * 7) % 120}")
+                    tx.put(("users", f"new{n}"), "m0", {"text": f"common words w{n % 9} from a new tenant"})
+                arrived.append(f"new{n}")
         except BaseException as exc:
             errors.append(exc)
         finally:
@@ -173,9 +176,14 @@ def test_searches_beside_a_writer_terminate_and_never_fail(pgvector_url: str) ->
         rng = random.Random(seed)
         try:
             while not stop.is_set():
-                prefix = rng.choice([(), ("users",), ("users", "u1")])
+                newest = arrived[-1] if arrived else None  # a tenant whose commit landed before this search
+                prefix = rng.choice([(), ("users",), ("users", "u1"), ("users", newest or "u2")])
                 mode = rng.choice(["hybrid", "keyword", "semantic"])
-                mem.search(prefix, f"common words w{rng.randrange(9)} item", mode=mode, limit=rng.choice([3, 10]))
+                found = mem.search(
+                    prefix, f"common words w{rng.randrange(9)} item", mode=mode, limit=rng.choice([3, 10])
+                )
+                if newest is not None and prefix == ("users", newest):
+                    assert [item.key for item in found] == ["m0"]
                 searches[0] += 1
         except BaseException as exc:
             errors.append(exc)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Any, Literal
 
@@ -51,6 +52,9 @@ class _Snapshot(Reader):
 
     def _search_index(self) -> tuple[DocIndex, Overlay | None]:
         return self._memory.pool.head(self._memory.branch, self._fixed, search=True), None
+
+    def _search_lock(self) -> AbstractContextManager[object]:
+        return self._memory.pool.index(self._memory.branch).lock
 
     def _query_cache(self) -> tuple[QueryCache, str] | None:
         return for_pool(self._memory.pool)
@@ -119,6 +123,9 @@ class Memory(Reader, Versioned):
 
     def _search_index(self) -> tuple[DocIndex, Overlay | None]:
         return self.pool.head(self._branch, self._root(), search=True), None
+
+    def _search_lock(self) -> AbstractContextManager[object]:
+        return self.pool.index(self._branch).lock
 
     def flush_index(self, timeout: float | None = None) -> bool:
         """Wait until the background indexer has indexed every write made through this store so far (items and

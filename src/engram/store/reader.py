@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from engram import codec
@@ -33,6 +34,11 @@ class Reader:
 
     def _search_index(self) -> tuple[DocIndex, Overlay | None]:
         raise NotImplementedError
+
+    def _search_lock(self) -> AbstractContextManager[object]:
+        """Held from bringing the index to this reader's root until the search on it is done: another thread
+        (a search at another root, the background indexer) moves the index only between two searches."""
+        return nullcontext()
 
     def search(
         self,
@@ -90,9 +96,11 @@ class Reader:
         found = self._sql_stats(query)
         if found is not None:
             return found
-        index, overlay = self._search_index()
-        with index.lock:  # the engine's statistics: the overlay's in the past, else the index's
-            return CorpusStats.of(overlay.stats if overlay is not None else index.keyword.stats, query_terms(query))
+        with self._search_lock():
+            index, overlay = self._search_index()
+            with index.lock:  # the engine's statistics: the overlay's in the past, else the index's
+                stats = overlay.stats if overlay is not None else index.keyword.stats
+                return CorpusStats.of(stats, query_terms(query))
 
     def _sql_stats(self, query: str) -> CorpusStats | None:
         """:meth:`corpus_stats` from the PostgreSQL search tables (None: the searches run in process)."""
@@ -104,8 +112,9 @@ class Reader:
 
     def _execute(self, request: SearchOp, now: int) -> SearchResults:
         """Run a search (in process; a handle on a PostgreSQL store with search tables runs it there)."""
-        index, overlay = self._search_index()
-        return execute(index, request, now, overlay)
+        with self._search_lock():
+            index, overlay = self._search_index()
+            return execute(index, request, now, overlay)
 
     def lookup(self, namespace: Sequence[str], key: str, now: int | None = None) -> tuple[bytes, Record] | None:
         """The entry key and record at (namespace, key), unless absent or expired at ``now``."""

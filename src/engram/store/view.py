@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import Any
 
 from engram.errors import ReadOnlyError
@@ -35,6 +36,9 @@ class View(Reader):
 
     def _search_index(self) -> tuple[DocIndex, Overlay | None]:
         return self._pool.past(self._near, self.commit.tree)
+
+    def _search_lock(self) -> AbstractContextManager[object]:
+        return self._pool.index(self._near).lock
 
     def _query_cache(self) -> tuple[QueryCache, str] | None:
         return for_pool(self._pool)
