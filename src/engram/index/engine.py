@@ -87,7 +87,7 @@ class _Corpus:
         mask = index.namespace_mask(prefix) & (index.expires[: index.size] > now_ms)
         if overlay is not None:
             mask[overlay.excluded] = False
-        if prefix and _exact_scope(int(np.count_nonzero(mask)), index.size, index.scope_exact, filtered):
+        if prefix and _exact_scope(int(np.count_nonzero(mask)), len(index), index.scope_exact, filtered):
             self.slots = slots = np.flatnonzero(mask)
             index.embed_scope(slots)  # the scope's latest writes, before a background indexer gets to them
             n = self.n = len(slots)
@@ -203,9 +203,9 @@ SCOPE_SHARE = 8
 
 
 def _exact_scope(count: int, size: int, limit: int, filtered: bool) -> bool:
-    """Whether a scope of ``count`` items in an index of ``size`` slots is scored exactly (``limit``: the index's
-    ``scope_exact``; 0 turns scoping off)."""
-    if count >= size or limit <= 0:
+    """Whether a scope of ``count`` items in an index of ``size`` live items is scored exactly (``limit``: the
+    index's ``scope_exact``; 0 turns scoping off). A scope of half the index or more gains nothing from it."""
+    if 2 * count >= size or limit <= 0:
         return False
     return count <= limit or (count <= SCOPE_SMALL_SHARE and (filtered or count * SCOPE_SHARE <= size))
 
