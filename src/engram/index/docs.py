@@ -7,7 +7,6 @@ empty tree); it is never the source of truth.
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import os
 import threading
@@ -31,6 +30,7 @@ from engram.index.cache import MemoryVectorCache, QueryVectors, VectorCache, emb
 from engram.index.doclist import Doc, DocList, SlotMap, confidence_of, make_doc
 from engram.index.keyword import KeywordIndex
 from engram.index.paths import document_text
+from engram.index.scopes import SortedNamespaces
 from engram.index.vector import VectorIndex, give_back_memory
 from engram.objects import decode_records
 from engram.tree import NodeStore, count, diff_trees, empty_tree
@@ -89,9 +89,7 @@ class DocIndex:
         self.slot_of = SlotMap(self.docs.key)
         self.hashes = np.zeros((1024, 32), dtype=np.uint8)  # text hash per slot, for the vector cache
         self.namespaces: dict[tuple[str, ...], int] = {}
-        self._ns_sorted: list[tuple[str, ...]] = []  # the namespaces sorted, and their ids (namespace_ids)
-        self._ns_sorted_ids: list[int] = []
-        self._ns_seen = 0
+        self._scopes = SortedNamespaces()  # which namespaces a prefix covers (namespace_mask)
         #: A search whose scope (namespace prefix) holds at most this many items scores them exactly, whatever the
         #: size of the index (engram.index.engine); larger scopes use the postings and the vector graph.
         self.scope_exact = scope_exact
@@ -492,34 +490,12 @@ class DocIndex:
         self.pending.difference_update(slots[have].tolist())
         return have
 
-    def namespace_ids(self, prefix: Sequence[str]) -> list[int]:
-        """The ids of the namespaces under ``prefix`` (a prefix's namespaces are one run of the sorted namespaces:
-        found by bisection, never by a scan of every namespace the index has seen)."""
-        known = self.namespaces
-        if self._ns_seen > len(known) or len(known) - self._ns_seen > max(1_000, self._ns_seen // 8):
-            self._ns_sorted = sorted(known)
-            self._ns_sorted_ids = [known[ns] for ns in self._ns_sorted]
-            self._ns_seen = len(known)
-        elif self._ns_seen < len(known):  # namespaces seen since: each put in its place
-            for ns in itertools.islice(known, self._ns_seen, None):
-                at = bisect.bisect_left(self._ns_sorted, ns)
-                self._ns_sorted.insert(at, ns)
-                self._ns_sorted_ids.insert(at, known[ns])
-            self._ns_seen = len(known)
-        wanted = tuple(prefix)
-        ids = []
-        for at in range(bisect.bisect_left(self._ns_sorted, wanted), len(self._ns_sorted)):
-            if self._ns_sorted[at][: len(wanted)] != wanted:
-                break
-            ids.append(self._ns_sorted_ids[at])
-        return ids
-
     def namespace_mask(self, prefix: Sequence[str]) -> npt.NDArray[np.bool_]:
         """Slots whose namespace starts with ``prefix``."""
         size = self.size
         if not prefix:
             return self.alive[:size].copy()
-        ids = self.namespace_ids(prefix)
+        ids = self._scopes.ids_under(self.namespaces, prefix)
         if len(ids) == 1:
             same: npt.NDArray[np.bool_] = self.ns_ids[:size] == ids[0]
             return same & self.alive[:size]

@@ -49,7 +49,8 @@ from engram.index.cache import (
 )
 from engram.index.corpus import CorpusStats, query_terms
 from engram.index.doclist import Doc, make_doc
-from engram.index.pgquery import PastOverlay, PgQuery, term_stats
+from engram.index.pgpast import PastOverlay, term_stats
+from engram.index.pgquery import PgQuery
 from engram.index.pgrows import counts_of, vector_text
 from engram.index.pgschema import SEARCH_MIGRATIONS
 from engram.index.pgsettle import Settler
@@ -443,7 +444,7 @@ class PgEngine:
                 "SELECT docs, length FROM engram_index_heads WHERE repo = %s AND branch = %s", (self.db.repo, branch)
             )
             terms = query_terms(query)
-            return CorpusStats.of(term_stats(self, branch, terms, int(head[0][0]), int(head[0][1]), overlay), terms)
+            return CorpusStats.of(term_stats(self.db, branch, terms, int(head[0][0]), int(head[0][1]), overlay), terms)
         except (StorageError, InvalidInputError) as exc:
             _log.warning("reading the statistics of %s in process: the PostgreSQL index is unavailable (%s)", branch,
                          exc)  # fmt: skip

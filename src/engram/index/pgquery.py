@@ -27,10 +27,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,7 +41,9 @@ from engram.index.cache import embed_through
 from engram.index.corpus import query_terms
 from engram.index.doclist import Doc, confidence_of
 from engram.index.pglists import CONFIDENT, FRESH, NEWEST, SLACK, VECTOR, Lists, Reads
+from engram.index.pgpast import PastOverlay, with_overlay
 from engram.index.pgrows import counts_of, like_prefix, vector_text
+from engram.index.pgsnapshot import Session, Start, read_start
 from engram.index.ranking import (
     KEYWORD_WEIGHT,
     SEMANTIC_WEIGHT,
@@ -69,59 +69,11 @@ if TYPE_CHECKING:
     from engram.index.pgengine import PgEngine, PreFilter
 
 
-@dataclass(slots=True)
-class PastOverlay:
-    """A past version against the head rows: keys whose head rows are left out, the past documents to
-    score instead, and the corpus statistics' difference (documents, total length, frequencies)."""
-
-    excluded: list[bytes]
-    docs: list[Doc]
-    #: The root of the head rows it differs from (a search applies it only to rows that still reflect it).
-    base: bytes = b""
-    docs_delta: int = 0
-    length_delta: int = 0
-    df_delta: Counter[str] = field(default_factory=Counter)
-
-
-#: The first statement of a search (:meth:`PgQuery.start`): the branch's index head, the planner's count of the
-#: vectors in the database's HNSW index, and the document frequency of each query term (NULL: no item holds it).
-_START = (
-    "SELECT h.root, h.model, h.fields, h.docs, h.length, h.vector_error, h.ref_avgdl, h.vector_pending, "
-    "(SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'engram_doc_vectors'::regclass), "
-    "ARRAY(SELECT t.df FROM unnest(%(terms)s::text[]) WITH ORDINALITY AS u (term, n) LEFT JOIN engram_index_terms t "
-    "ON t.repo = h.repo AND t.branch = h.branch AND t.term = u.term ORDER BY u.n), {scope} "
-    "FROM engram_index_heads h WHERE h.repo = %(repo)s AND h.branch = %(branch)s"
-)
-#: The items of a search's scope (its namespace prefix), counted per namespace at write time (pgwrite).
-_SCOPE = (
-    "(SELECT coalesce(sum(n.docs), 0)::bigint FROM engram_index_namespaces n WHERE n.repo = h.repo "
-    "AND n.branch = h.branch AND n.ns_path LIKE %(prefix)s ESCAPE '\\')"
-)
 #: A scope of at most this many items is read, records and cosines included, in one statement with the COMMIT.
 SMALL_SCOPE = 1_000
 #: Rounds of deepening after which a search scores its whole scope exactly instead (each round reads its lists
 #: four times deeper: this many rounds read them 4**8 = 65,536 times the first depth): a search terminates.
 MAX_ROUNDS = 8
-
-
-@dataclass(frozen=True, slots=True)
-class Start:
-    """A branch's index head as a search starts: the root its rows reflect and the configuration (model,
-    fields) that wrote them, its indexed items and their total length, why its vectors failed (None: they did
-    not), the reference average length of its impacts, its items waiting for a vector, the vectors in the
-    database's HNSW index (an estimate), the document frequencies of the query's terms, and how many items its
-    scope holds (None: the whole branch)."""
-
-    root: bytes
-    config: tuple[str, str]
-    docs: int
-    length: int
-    vector_error: str | None
-    ref_avgdl: float
-    pending: int
-    hnsw: int
-    df: dict[str, int]
-    scope: int | None = None
 
 
 class PgQuery:
@@ -157,10 +109,7 @@ class PgQuery:
             self.params["excluded"] = overlay.excluded
         self.excluded = 0 if overlay is None else len(overlay.excluded)
         self.records: dict[bytes, Record] = {}
-        self._conn: Any = None
-        #: The snapshot's state: its BEGIN waits to go with its first statement; whether it ended (committed).
-        self._begin = False
-        self._ended = False
+        self._session = Session(engine.db)
         #: Encoded records fetched with a small scope's rows, decoded when a page or a filter needs them.
         self._raw: dict[bytes, bytes] = {}
         #: Whether :meth:`run` started (an error from then on is the search's, not the index's availability).
@@ -196,66 +145,18 @@ class PgQuery:
         )
 
     def start(self) -> Start | None:
-        """What the search reads first, in one statement: the branch's index head and the document frequencies
-        of the query's terms; None when the branch has no rows."""
+        """What the search reads first, in one statement: the branch's index head, the document frequencies of the
+        query's terms and the size of its scope; None when the branch has no rows."""
         text, mode = self.request.text, self.request.mode
         terms = query_terms(text) if text is not None and mode != "semantic" else []
-        sql = _START.format(scope=_SCOPE if self.request.prefix else "NULL::bigint")
-        row = self._run(sql, {**self.params, "terms": terms})
-        if not row:
-            return None
-        root, model, fields, docs, length, error, ref, pending, hnsw, df, scope = row[0]
-        return Start(
-            bytes(root), (model, fields), int(docs), int(length), error, float(ref), int(pending), int(hnsw),
-            {t: int(n) for t, n in zip(terms, df, strict=True) if n is not None}, None if scope is None else int(scope),
-        )  # fmt: skip
+        return read_start(self._session, self.params, terms, bool(self.request.prefix))
 
-    @contextmanager
-    def snapshot(self) -> Iterator[None]:
-        """Run the statements of this search inside, on one connection and one snapshot (a read-only
-        ``REPEATABLE READ`` transaction): a writer moving the branch meanwhile changes nothing it reads, so the
-        head it starts from, the lists, the rows and the records all belong to one version."""
-        with self.s.db.connection() as conn:
-            self._conn, self._begin, self._ended = conn, True, False  # BEGIN goes with the first statement
-            try:
-                yield
-            except BaseException:
-                self._conn = None
-                if not self._begin and not self._ended:
-                    with suppress(Exception):  # the error that got here is the one to report
-                        conn.execute("ROLLBACK")
-                raise
-            self._conn = None
-            if not self._begin and not self._ended:
-                conn.execute("COMMIT")
+    def snapshot(self) -> AbstractContextManager[None]:
+        """Run the statements of this search inside on one snapshot (:class:`~engram.index.pgsnapshot.Session`)."""
+        return self._session.snapshot()
 
     def _run(self, sql: str, params: Any, *, last: bool = False, **options: Any) -> list[tuple[Any, ...]]:
-        """One statement's rows, on the search's snapshot (:meth:`snapshot`) when it has one: its first statement
-        goes with the BEGIN, and its ``last`` with the COMMIT, in one round trip each (pipelined)."""
-        conn = self._conn
-        if conn is None or (not self._begin and not last) or self._ended:
-            with self._connection() as conn:
-                cursor = conn.execute(sql, params, **options)
-                return list(cursor.fetchall()) if cursor.description is not None else []
-        with conn.pipeline() as pipeline:
-            if self._begin:
-                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                self._begin = False
-            cursor = conn.execute(sql, params, **options)
-            if last:
-                conn.execute("COMMIT")
-                self._ended = True
-            pipeline.sync()  # one round trip; the cursor's result is there after it
-            return list(cursor.fetchall()) if cursor.description is not None else []
-
-    @contextmanager
-    def _connection(self) -> Iterator[Any]:
-        """The search's snapshot connection, or a pooled one."""
-        if self._conn is not None:
-            yield self._conn
-            return
-        with self.s.db.connection() as conn:
-            yield conn
+        return self._session.run(sql, params, last=last, **options)
 
     def run(self, start: Start) -> Hits:
         """The page of hits, from the head read by :meth:`start`."""
@@ -455,10 +356,8 @@ class PgQuery:
                 f" UNION ALL SELECT NULL, d.key, NULL{self._columns(False)} FROM engram_docs d WHERE {where} "
                 "AND d.indexed AND d.key = ANY(ARRAY(SELECT DISTINCT key FROM lists))"
             )
-        with self._connection() as conn, conn.pipeline():  # one round trip for both statements
-            if self._conn is conn and self._begin:
-                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                self._begin = False
+        with self._session.connection() as conn, conn.pipeline():  # one round trip for both statements
+            self._session.begin_on(conn)
             if VECTOR in grown:  # session settings (the pooled connection keeps them; they only steer HNSW scans)
                 conn.execute(
                     "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false), "
@@ -693,28 +592,4 @@ class PgQuery:
         return self._run(sql, params, binary=True)
 
 
-def term_stats(
-    engine: PgEngine, branch: str, terms: list[str], total: int, length: int, overlay: PastOverlay | None = None
-) -> keyword.Stats:
-    """The corpus statistics of ``terms`` in a branch of ``total`` indexed items of ``length`` terms in all
-    (with the overlay's difference, in the past)."""
-    rows = engine.db.run(
-        "SELECT term, df FROM engram_index_terms WHERE repo = %s AND branch = %s AND term = ANY(%s)",
-        (engine.db.repo, branch, terms),
-    ) if terms else []  # fmt: skip
-    return with_overlay(keyword.Stats(total, length), {term: int(n) for term, n in rows}, terms, overlay)
-
-
-def with_overlay(
-    stats: keyword.Stats, df: dict[str, int], terms: list[str], overlay: PastOverlay | None
-) -> keyword.Stats:
-    """``stats`` with the document frequencies ``df`` of ``terms``, and the overlay's difference (in the past)."""
-    stats.df.update(df)
-    if overlay is not None:
-        stats.docs += overlay.docs_delta
-        stats.length += overlay.length_delta
-        stats.df.update({t: overlay.df_delta[t] for t in terms if t in overlay.df_delta})
-    return stats
-
-
-__all__ = ["PastOverlay", "PgQuery", "Start", "term_stats", "with_overlay"]
+__all__ = ["MAX_ROUNDS", "SMALL_SCOPE", "PgQuery"]
