@@ -140,6 +140,7 @@ def test_hybrid_search_with_the_graph_searched_in_a_worker_ranks_as_in_one_threa
     with mem.transaction("more") as tx:
         for i in range(0, 900, 7):
             tx.put(("docs",), f"d{i}", {"text": f"rewritten document {i} about topic {i % 3}"})
+    assert mem.flush_index(timeout=120)  # every vector made: the two passes below compare the same index
     calls: list[str] = []
     search = Graph.search
 
