@@ -63,6 +63,17 @@ def prefix_range(namespace: Sequence[str]) -> tuple[bytes, bytes]:
     return base + _ITEM, base + b"\x03"
 
 
+#: The first character of a system namespace's first label (state a service owns: see ``engram.store.system``).
+SYSTEM_MARK = "_"
+#: The half-open range of entry keys holding every system namespace: one range, in the tree's key order.
+SYSTEM_RANGE = (_LABEL + b"_", _LABEL + b"`")
+
+
+def is_system(namespace: Sequence[str]) -> bool:
+    """True when ``namespace`` (or a prefix of it) is a system namespace: its first label starts with ``_``."""
+    return bool(namespace) and str(namespace[0]).startswith(SYSTEM_MARK)
+
+
 def items_range(namespace: Sequence[str]) -> tuple[bytes, bytes]:
     """Half-open range of the entry keys of the items directly in ``namespace``."""
     base = encode_namespace(namespace)

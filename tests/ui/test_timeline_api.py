@@ -118,7 +118,7 @@ def test_timeline_http_pages_filters_and_errors(long_store: str) -> None:
         assert [c["message"] for c in by_key["commits"]] == ["write 2807", "write 2607"]
         by_author = client.get("/v1/timeline", params={"author": "agent:side"}).json()
         assert [c["message"] for c in by_author["commits"]] == ["put users/side/c", "put users/side/a"]
-        assert client.get("/v1/whoami").json()["scopes"] == ["admin", "read", "write"]
+        assert client.get("/v1/whoami").json()["scopes"] == ["admin", "read", "system", "write"]
         bad = [({"cursor": "bad!"}, "invalid_input"), ({"limit": 0}, "invalid_request"),
                ({"ref": "nope"}, "ref_not_found"), ({"since": "yesterday"}, "invalid_input")]  # fmt: skip
         for params, code in bad:

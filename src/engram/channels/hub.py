@@ -28,6 +28,7 @@ from engram.errors import (
 from engram.store import Memory
 from engram.store.ops import GetOp
 from engram.store.reader import Reader
+from engram.store.system import SERVICE
 
 if TYPE_CHECKING:
     from engram.channels.actor import Actor
@@ -107,6 +108,15 @@ class Directory:
         return found
 
 
+def _commit_message(events: list[Event]) -> str:
+    """``channels: message.sent (event 37)``: the topics and sequence numbers of an operation's events."""
+    if not events:
+        return "channels: update"
+    topics = ", ".join(dict.fromkeys(e.topic for e in events))
+    first, last = events[0].seq, events[-1].seq
+    return f"channels: {topics} (event {first})" if first == last else f"channels: {topics} (events {first}-{last})"
+
+
 class Channels:
     """Channels, direct messages and notes for a team of agents, stored in ``memory``'s branch.
 
@@ -115,7 +125,9 @@ class Channels:
     """
 
     def __init__(self, memory: Memory, *, max_content: int = MAX_CONTENT, max_metadata: int = MAX_METADATA) -> None:
-        self.memory = memory
+        # channels own their system namespaces: a door's handle that hides them (a key without the system
+        # scope) reaches them here, under the rules below
+        self.memory = memory if memory.system else memory.handle(system=True)
         self.max_content = max_content
         self.max_metadata = max_metadata
         self._lock = threading.Lock()
@@ -124,11 +136,17 @@ class Channels:
     # ------------------------------------------------------------------ the write path
 
     def write(self, actor: str, message: str, operation: Callable[[Writer], T]) -> T:
-        """Run ``operation`` in one commit as ``actor``; retry it on the new head when another writer won."""
+        """Run ``operation`` in one commit as ``actor``; retry it on the new head when another writer won.
+
+        The commit's message names the operation and its events by number only (``message`` is for logs): a
+        channel's id can carry agents' names (``dm:a+b``), and commit messages reach more readers than channels."""
         for attempt in range(MAX_ATTEMPTS):
             try:
-                with self._lock, self.memory.transaction(f"channels: {message}", author=actor) as tx:
-                    result = operation(Writer(tx, actor))
+                metadata = {SERVICE: "channels"}
+                with self._lock, self.memory.transaction("channels", author=actor, metadata=metadata) as tx:
+                    writer = Writer(tx, actor)
+                    result = operation(writer)
+                    tx.message = _commit_message(writer.events)
                 return result
             except MergeConflictError:
                 if attempt == MAX_ATTEMPTS - 1:

@@ -490,16 +490,15 @@ class DocIndex:
         self.pending.difference_update(slots[have].tolist())
         return have
 
-    def namespace_mask(self, prefix: Sequence[str]) -> npt.NDArray[np.bool_]:
-        """Slots whose namespace starts with ``prefix``."""
+    def namespace_mask(self, prefix: Sequence[str], hide_system: bool = False) -> npt.NDArray[np.bool_]:
+        """Slots whose namespace starts with ``prefix`` (``hide_system``: at the root, not the system ones)."""
         size = self.size
         if not prefix:
-            return self.alive[:size].copy()
+            marked = self._scopes.marked(self.namespaces, codec.SYSTEM_MARK) if hide_system else None
+            return self.alive[:size].copy() if marked is None else ~marked[self.ns_ids[:size]] & self.alive[:size]
         ids = self._scopes.ids_under(self.namespaces, prefix)
-        if len(ids) == 1:
-            same: npt.NDArray[np.bool_] = self.ns_ids[:size] == ids[0]
-            return same & self.alive[:size]
-        return np.isin(self.ns_ids[:size], ids) & self.alive[:size]
+        same = self.ns_ids[:size] == ids[0] if len(ids) == 1 else np.isin(self.ns_ids[:size], ids)
+        return same & self.alive[:size]
 
     # ------------------------------------------------------------------ snapshots
 

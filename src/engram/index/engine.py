@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from engram.codec import is_system
 from engram.index import keyword as bm25_index
 from engram.index import text as analysis
 from engram.index.doclist import Doc, confidence_of
@@ -78,13 +79,19 @@ class _Corpus:
     """
 
     def __init__(
-        self, index: DocIndex, overlay: Overlay | None, prefix: tuple[str, ...], now_ms: int, filtered: bool = False
+        self,
+        index: DocIndex,
+        overlay: Overlay | None,
+        prefix: tuple[str, ...],
+        now_ms: int,
+        filtered: bool = False,
+        hide_system: bool = False,
     ) -> None:
         self.index = index
         self.overlay = overlay
         self.extra = overlay.docs if overlay is not None else []
         self.slots: npt.NDArray[np.int64] | None = None
-        mask = index.namespace_mask(prefix) & (index.expires[: index.size] > now_ms)
+        mask = index.namespace_mask(prefix, hide_system) & (index.expires[: index.size] > now_ms)
         if overlay is not None:
             mask[overlay.excluded] = False
         if prefix and _exact_scope(int(np.count_nonzero(mask)), len(index), index.scope_exact, filtered):
@@ -100,7 +107,10 @@ class _Corpus:
         if overlay is None:
             self.candidates, self.indexed, self.updated, self.confidence = mask, indexed, updated, confidence
             return
-        extra_ok = np.array([ns[: len(prefix)] == prefix for ns in overlay.namespaces], dtype=bool)
+        extra_ok = np.array(
+            [ns[: len(prefix)] == prefix and not (hide_system and is_system(ns)) for ns in overlay.namespaces],
+            dtype=bool,
+        )
         extra_ok &= overlay.expires > now_ms
         self.candidates = np.concatenate([mask, extra_ok])
         self.indexed = np.concatenate([indexed, overlay.indexed])
@@ -219,7 +229,7 @@ KEYWORD_EXACT = 256
 def run(index: DocIndex, request: Request, now_ms: int, overlay: Overlay | None = None) -> Hits:
     """Run a search against an index (and overlay) at time ``now_ms``."""
     with index.lock:
-        corpus = _Corpus(index, overlay, request.prefix, now_ms, request.accept is not None)
+        corpus = _Corpus(index, overlay, request.prefix, now_ms, request.accept is not None, request.hide_system)
         if request.stats is not None:  # a fan-out's statistics of every repository (engram.index.corpus)
             corpus.stats = request.stats.stats()
         want = request.offset + request.limit

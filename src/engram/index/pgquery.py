@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engram import codec
+from engram.codec import is_system
 from engram.errors import EmbedderError
 from engram.index import keyword
 from engram.index.cache import embed_through
@@ -98,6 +99,8 @@ class PgQuery:
         if request.prefix:
             self.where.append("d.ns_path LIKE %(prefix)s ESCAPE '\\'")
             self.params["prefix"] = like_prefix(request.prefix)
+        if request.hide_system:  # the system namespaces' paths start with "_" (escaped for LIKE)
+            self.where.append("d.ns_path NOT LIKE '\\_%%' ESCAPE '\\'")
         if prefilter is not None:
             self.where.append(prefilter[0])
             self.params.update(prefilter[1])
@@ -140,6 +143,8 @@ class PgQuery:
 
     def _in_scope(self, doc: Doc) -> bool:
         expires = doc.record.expires_at
+        if self.request.hide_system and is_system(doc.namespace):
+            return False
         return doc.namespace[: len(self.request.prefix)] == self.request.prefix and (
             expires is None or expires > self.now
         )

@@ -101,6 +101,8 @@ class Request:
     explain: bool = False
     accept: Callable[[dict[str, Any]], bool] | None = None
     stats: CorpusStats | None = None
+    #: Leave out namespaces whose first label starts with ``_`` (the system namespaces services own).
+    hide_system: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,9 @@ import bisect
 import itertools
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 
 class SortedNamespaces:
     """The sorted order of a namespace -> id mapping that only grows (an index's ``namespaces``), caught up lazily:
@@ -17,9 +20,37 @@ class SortedNamespaces:
         self._sorted: list[tuple[str, ...]] = []
         self._ids: list[int] = []
         self._seen = 0
+        self._marked: tuple[str, npt.NDArray[np.bool_] | None, int] | None = None
 
     def ids_under(self, known: Mapping[tuple[str, ...], int], prefix: Sequence[str]) -> list[int]:
         """The ids of the namespaces of ``known`` that start with ``prefix``."""
+        self._catch_up(known)
+        wanted = tuple(prefix)
+        ids = []
+        for at in range(bisect.bisect_left(self._sorted, wanted), len(self._sorted)):
+            if self._sorted[at][: len(wanted)] != wanted:
+                break
+            ids.append(self._ids[at])
+        return ids
+
+    def ids_marked(self, known: Mapping[tuple[str, ...], int], mark: str) -> list[int]:
+        """The ids of the namespaces of ``known`` whose first label starts with the character ``mark``: one run of
+        the sorted order, found by bisection."""
+        self._catch_up(known)
+        lo = bisect.bisect_left(self._sorted, (mark,))
+        hi = bisect.bisect_left(self._sorted, (chr(ord(mark) + 1),))
+        return self._ids[lo:hi]
+
+    def marked(self, known: Mapping[tuple[str, ...], int], mark: str) -> npt.NDArray[np.bool_] | None:
+        """Per namespace id of ``known``, whether its first label starts with ``mark`` (None when none does): kept
+        until a namespace is added (they only grow), so a search hiding them pays one gather."""
+        if self._marked is None or self._marked[0] != mark or self._marked[2] != len(known):
+            table = np.zeros(len(known), dtype=bool)
+            table[self.ids_marked(known, mark)] = True
+            self._marked = (mark, table if table.any() else None, len(known))
+        return self._marked[1]
+
+    def _catch_up(self, known: Mapping[tuple[str, ...], int]) -> None:
         if self._seen > len(known) or len(known) - self._seen > max(1_000, self._seen // 8):
             self._sorted = sorted(known)
             self._ids = [known[ns] for ns in self._sorted]
@@ -29,13 +60,6 @@ class SortedNamespaces:
                 self._sorted.insert(at, ns)
                 self._ids.insert(at, known[ns])
         self._seen = len(known)
-        wanted = tuple(prefix)
-        ids = []
-        for at in range(bisect.bisect_left(self._sorted, wanted), len(self._sorted)):
-            if self._sorted[at][: len(wanted)] != wanted:
-                break
-            ids.append(self._ids[at])
-        return ids
 
 
 __all__ = ["SortedNamespaces"]

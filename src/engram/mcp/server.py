@@ -63,6 +63,8 @@ async def call_tool(
             args = tool.guard(who, args) if tool.guard is not None else args
             memory = who.handle(memory)
         data = await anyio.to_thread.run_sync(partial(tool.run, memory, **args))
+        if isinstance(data.get("branches"), dict):  # a prefix-restricted key: other targets' review branches hidden
+            data = {**data, "branches": {n: c for n, c in data["branches"].items() if who.sees_branch(n)}}
     except MergeConflictError as exc:
         conflicts = [conflict_json(c) for c in exc.conflicts[:MAX_CONFLICTS]]
         return _failure(type(exc).__name__, str(exc), conflict_count=len(exc.conflicts), conflicts=conflicts)

@@ -2,7 +2,10 @@
 
 A key maps to a **tenant** (one repository each: no request ever reaches another tenant's data), to
 **scopes** (``read``, ``write``, ``admin``; ``admin`` implies the other two) and optionally to a
-**namespace prefix** that every item it reads or writes must be under.
+**namespace prefix** that every item it reads or writes must be under. The ``system`` scope, never implied,
+lets a key read and change the **system namespaces** (first label ``_``: channels' state, the writer's
+conversations) through the generic doors; without it they are hidden and refused at every door (see
+:mod:`engram.store.system`), and their services (channels, writer) reach them by their own rules.
 
 Keys live in a JSON file (by default ``<store dir>/keys.json``) that holds only SHA-256 hashes of
 the keys; a key itself is shown once, when it is created. The file is re-read when it changes, so
@@ -29,9 +32,12 @@ from typing import Any
 
 from engram.errors import AuthenticationError, ConfigError, PermissionDeniedError
 from engram.store import Memory, tenant_url
+from engram.store.system import is_system, refused
+from engram.writer.run import review_target
+from engram.writer.state import slug
 
-#: Every scope a key can hold.
-SCOPES = ("read", "write", "admin")
+#: Every scope a key can hold (``admin`` holds read and write; ``system`` only itself).
+SCOPES = ("read", "write", "admin", "system")
 #: The tenant of a server without keys (local development: the base store itself).
 LOCAL_TENANT = "default"
 KEY_PREFIX = "ek_"
@@ -98,11 +104,14 @@ def default_keys_path(store: str | None) -> Path | None:
 
 
 def check_prefix(prefix: Sequence[str]) -> tuple[str, ...]:
-    """Check a key's namespace prefix (labels are non-empty and have no periods)."""
+    """Check a key's namespace prefix (labels are non-empty and have no periods; not a system namespace: a
+    service's state is reached through the service)."""
     labels = tuple(prefix)
     for label in labels:
         if not isinstance(label, str) or not label or "." in label:
             raise ConfigError(f"bad namespace prefix {labels!r}: labels are non-empty and have no '.'")
+    if is_system(labels):
+        raise ConfigError(f"bad namespace prefix {labels!r}: namespaces starting with '_' belong to services")
     return labels
 
 
@@ -184,6 +193,10 @@ class KeyRing:
     def _read_current(self) -> list[ApiKey]:
         return self._read() if self._file_stamp() is not None else []
 
+    def has(self, key_id: str) -> bool:
+        """Whether a key with this id exists (not revoked): what an open stream re-checks."""
+        return any(key.id == key_id for key in self.keys())
+
     def find(self, secret: str) -> ApiKey | None:
         """The key whose hash matches ``secret``, compared in constant time against every key."""
         digest = hash_key(secret)
@@ -216,13 +229,33 @@ class Principal:
             )
 
     def holds(self, scope: str) -> bool:
-        """True when the caller holds ``scope`` (``admin`` holds every scope)."""
-        return scope in self.scopes or "admin" in self.scopes
+        """True when the caller holds ``scope`` (``admin`` holds read and write; ``system`` must be explicit)."""
+        return scope in self.scopes or (scope != "system" and "admin" in self.scopes)
+
+    @property
+    def system(self) -> bool:
+        """Whether this caller may reach the system namespaces through the generic doors."""
+        return "system" in self.scopes
 
     def handle(self, memory: Memory, branch: str | None = None) -> Memory:
-        """A handle on the tenant's ``memory`` acting as this caller: commits name the caller as author, and a
-        caller without the ``write`` scope gets a read-only handle (its reads never refresh a TTL)."""
-        return memory.handle(branch, author=self.author, read_only=not self.holds("write"))
+        """A handle on the tenant's ``memory`` acting as this caller: commits name the caller as author, a
+        caller without the ``write`` scope gets a read-only handle (its reads never refresh a TTL), and one
+        without the ``system`` scope a handle that hides and refuses the system namespaces."""
+        return memory.handle(branch, author=self.author, read_only=not self.holds("write"), system=self.system)
+
+    def service(self, memory: Memory, branch: str | None = None) -> Memory:
+        """The handle a service (channels, the writer) acts through for this caller: it reaches the service's
+        system namespaces, which the service guards by its own rules; read-only without ``write``."""
+        return memory.handle(branch, author=self.author, read_only=not self.holds("write"), system=True)
+
+    def sees_branch(self, name: str) -> bool:
+        """Whether the branch ``name`` is listed to this caller: a prefix-restricted key sees the writer's review
+        branches (``writer/<target>/<run>``) of its own targets only."""
+        target = review_target(name)
+        if target is None or not self.namespace_prefix:
+            return True
+        own = slug(".".join(self.namespace_prefix))
+        return target == own or target.startswith(own + ".")
 
     def require_unrestricted(self, action: str) -> None:
         """Refuse a namespace-restricted key: ``action`` reaches every namespace."""
@@ -233,16 +266,21 @@ class Principal:
             )
 
     def check(self, namespace: Sequence[str]) -> tuple[str, ...]:
-        """Return ``namespace`` if this caller may touch it, else raise :class:`PermissionDeniedError`."""
+        """Return ``namespace`` if this caller may touch it, else raise :class:`PermissionDeniedError` (outside
+        the key's prefix, or a system namespace without the ``system`` scope)."""
         labels = tuple(namespace)
         if labels[: len(self.namespace_prefix)] != self.namespace_prefix:
             raise self._forbidden(labels)
+        if not self.system and is_system(labels):
+            raise refused(labels)
         return labels
 
     def narrow(self, prefix: Sequence[str] | None) -> tuple[str, ...] | None:
         """The part of namespace prefix ``prefix`` this caller may see: ``prefix`` itself, or the
         key's own prefix when ``prefix`` is wider; :class:`PermissionDeniedError` when they do not overlap."""
         own = self.namespace_prefix
+        if not self.system and prefix is not None and is_system(prefix):
+            raise refused(tuple(prefix))
         if not own:
             return None if prefix is None else tuple(prefix)
         labels = tuple(prefix or ())

@@ -384,8 +384,10 @@ async def v1_history(
 
 @v1.get("/branches", response_model=None, responses=s.responses(s.RefsOut))
 async def v1_branches(caller: Read) -> dict[str, Any]:
-    """Branch name -> head commit id."""
-    return {"refs": await run(lambda: caller.on().branches())}
+    """Branch name -> head commit id (a prefix-restricted key sees the writer's review branches of its own
+    targets only)."""
+    refs = await run(lambda: caller.on().branches())
+    return {"refs": {name: cid for name, cid in refs.items() if caller.who.sees_branch(name)}}
 
 
 @v1.post("/branches", status_code=201, response_model=None, responses=s.responses(s.RefOut, 201))

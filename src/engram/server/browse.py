@@ -94,7 +94,7 @@ async def v1_timeline(
 async def v1_whoami(caller: Read) -> dict[str, Any]:
     """The caller's tenant, scopes and namespace restriction (clients hide what the key may not do)."""
     who = caller.who
-    scopes = sorted(s for s in ("read", "write", "admin") if who.holds(s))
+    scopes = sorted(s for s in ("read", "write", "admin", "system") if who.holds(s))
     return {"tenant": caller.tenant, "scopes": scopes, "namespace_prefix": list(who.namespace_prefix),
             "author": who.author, "local": who.key_id is None, "branch": caller.branch}  # fmt: skip
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from engram.channels import Actor, Channels, to_json
+from engram.errors import AuthenticationError, EngramError
 from engram.server.app import Admin, Read, Write
 from engram.server.errors import StrictRoute
 from engram.server.schemas import responses
@@ -372,17 +373,37 @@ async def stream(
     topics: Annotated[list[str] | None, Query()] = None, last_event_id: Annotated[str | None, Header()] = None,
     timeout: Annotated[float, Query(gt=0, le=3600)] = 300.0,
 ) -> StreamingResponse:  # fmt: skip
-    """Server-Sent Events: ``id`` is the event's cursor, ``event`` its topic; resume with ``Last-Event-ID``."""
-    actor = await run_in_threadpool(lambda: Channels(caller.on()).actor_for_key(caller.who.key_id, agent))
+    """Server-Sent Events: ``id`` is the event's cursor, ``event`` its topic; resume with ``Last-Event-ID``.
+
+    The key is checked again every ``RECHECK`` seconds while the stream is open: once it is revoked, or no
+    longer bound to the agent, the stream sends a last ``revoked`` event and ends."""
+    caller.who.require_unrestricted("channels")
+    keyring = request.app.state.engram.keyring
+
+    def resolve() -> Actor:
+        return Channels(caller.on()).actor_for_key(caller.who.key_id, agent)
+
+    actor = await run_in_threadpool(resolve)
     cursor = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
     if cursor is None:
         cursor = await run_in_threadpool(actor.hub.last_event)
     start = cursor
 
     async def feed() -> AsyncIterator[str]:
+        nonlocal actor
         position, loop = start, asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        checked = loop.time()
         while loop.time() < deadline and not await request.is_disconnected():
+            if loop.time() - checked >= RECHECK:
+                checked = loop.time()
+                try:
+                    if caller.who.key_id is not None and not await run_in_threadpool(keyring.has, caller.who.key_id):
+                        raise AuthenticationError("this API key was revoked", "invalid_key")
+                    actor = await run_in_threadpool(resolve)
+                except EngramError as exc:
+                    yield f"event: revoked\ndata: {json.dumps({'error': str(exc)})}\n\n"
+                    return
             batch = await run_in_threadpool(actor.hub.read_events, position, limit=200)
             for event in batch:
                 position = event.seq
@@ -392,6 +413,10 @@ async def stream(
                 await asyncio.sleep(0.05)
 
     return StreamingResponse(feed(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+#: Seconds between two checks of an open event stream's key (revoked, or unbound from its agent: the stream ends).
+RECHECK = 1.0
 
 
 def _matches(topic: str, pattern: str) -> bool:

@@ -19,6 +19,7 @@ from engram.server.errors import StrictRoute
 from engram.server.schemas import responses
 from engram.store import Memory
 from engram.writer import MemoryWriter, extractor_from_spec
+from engram.writer.state import target_namespace
 
 routes = APIRouter(route_class=StrictRoute, tags=["writer"], responses=responses())  # every error documented
 Target = Annotated[str, PathParam(description="the target namespace, dot-joined (users.alice)", min_length=1)]
@@ -61,6 +62,14 @@ def writer_for(memory: Memory, config: ServerConfig) -> MemoryWriter:
                         policy=config.writer_policy, background=False)  # type: ignore[arg-type]  # fmt: skip
 
 
+def _writer(caller: Any, target: str | None = None) -> MemoryWriter:
+    """The caller's writer, after checking that ``target`` (dot-joined) lies under the key's namespace prefix (and
+    is not a system namespace): a prefix-restricted key reaches only its own targets, as at every door."""
+    if target is not None:
+        caller.who.check(target_namespace(target))
+    return writer_for(caller.on(), caller.tenants.config)
+
+
 def _decision(decision: Any) -> dict[str, Any]:
     return {"action": decision.action, "reason": decision.reason, "pending": decision.pending, "run": decision.run}
 
@@ -68,7 +77,8 @@ def _decision(decision: Any) -> dict[str, Any]:
 @routes.post("/v1/conversations")
 async def start_conversation(caller: Write, body: NewConversation) -> dict[str, Any]:
     """Start (or get) a conversation feeding a target namespace."""
-    writer = writer_for(caller.on(), caller.tenants.config)
+    caller.who.check(body.target)
+    writer = _writer(caller)
     found = await run(lambda: writer.start_conversation(body.conversation_id, tuple(body.target), parent=body.parent,
                                                         excluded=body.excluded, metadata=body.metadata))  # fmt: skip
     return found.dict()
@@ -77,7 +87,9 @@ async def start_conversation(caller: Write, body: NewConversation) -> dict[str, 
 @routes.post("/v1/conversations/{conversation_id}/turns")
 async def append_turn(caller: Write, conversation_id: str, body: NewTurn) -> dict[str, Any]:
     """Append a turn; when it makes a run due the writer runs, and the response carries the run record."""
-    writer = writer_for(caller.on(), caller.tenants.config)
+    writer = _writer(caller)
+    conversation = await run(lambda: writer.conversations.require(conversation_id))
+    caller.who.check(target_namespace(conversation.target))
     done = await run(lambda: writer.append(conversation_id, body.role, body.text, message_id=body.message_id,
                                            status=body.status, tool_calls=body.tool_calls, name=body.name))  # fmt: skip
     return {"turn": done.turn.dict(), "decision": _decision(done.decision)}
@@ -86,28 +98,28 @@ async def append_turn(caller: Write, conversation_id: str, body: NewTurn) -> dic
 @routes.get("/v1/writer/{target}/status")
 async def writer_status(caller: Read, target: Target) -> dict[str, Any]:
     """The target's scheduling state: pending turns, the run in flight, watermarks, the last run."""
-    writer = writer_for(caller.on(), caller.tenants.config)
+    writer = _writer(caller, target)
     return await run(lambda: writer.status(target))
 
 
 @routes.get("/v1/writer/{target}/runs")
 async def writer_runs(caller: Read, target: Target, limit: Annotated[int, Query(ge=1, le=100)] = 20) -> dict[str, Any]:
     """The target's last runs, newest first (outcome, actions, duration, trace)."""
-    writer = writer_for(caller.on(), caller.tenants.config)
+    writer = _writer(caller, target)
     return {"runs": await run(lambda: writer.runs(target, limit))}
 
 
 @routes.get("/v1/writer/{target}/runs/{run_id}")
 async def writer_run(caller: Read, target: Target, run_id: str) -> dict[str, Any]:
     """One run's record."""
-    writer = writer_for(caller.on(), caller.tenants.config)
+    writer = _writer(caller, target)
     return await run(lambda: writer.run(target, run_id))
 
 
 @routes.post("/v1/writer/{target}/runs/{run_id}/approve")
 async def writer_approve(caller: Write, target: Target, run_id: str, body: Review | None = None) -> dict[str, Any]:
     """Merge a run's review branch (with ``strategy``) and delete it."""
-    writer = writer_for(caller.on(), caller.tenants.config)
+    writer = _writer(caller, target)
     strategy = (body or Review()).strategy
     return await caller.commit(lambda: writer.approve(target, run_id, strategy=strategy))
 
@@ -115,14 +127,14 @@ async def writer_approve(caller: Write, target: Target, run_id: str, body: Revie
 @routes.post("/v1/writer/{target}/runs/{run_id}/reject")
 async def writer_reject(caller: Write, target: Target, run_id: str) -> dict[str, Any]:
     """Drop a run's review branch (its turns stay processed)."""
-    writer = writer_for(caller.on(), caller.tenants.config)
+    writer = _writer(caller, target)
     return await caller.commit(lambda: writer.reject(target, run_id))
 
 
 @routes.post("/v1/writer/{target}/run-now")
 async def writer_run_now(caller: Write, target: Target) -> dict[str, Any]:
     """Run the writer on the target now, whatever the interval (``nothing_new`` when there is nothing)."""
-    writer = writer_for(caller.on(), caller.tenants.config)
+    writer = _writer(caller, target)
     return _decision(await caller.commit(lambda: writer.run_now(target)))
 
 
@@ -134,6 +146,6 @@ async def writer_memories(
     budget_tokens: Annotated[int, Query(ge=1, le=100_000)] = 1000,
 ) -> dict[str, Any]:
     """The target's memories most relevant to ``query`` within ``budget_tokens``, in a stable order (by key)."""
-    writer = writer_for(caller.on(), caller.tenants.config)
+    writer = _writer(caller, target)
     notes = await run(lambda: writer.memories_for(target, query, budget_tokens))
     return {"memories": [n.dict() for n in notes]}

@@ -44,6 +44,7 @@ class _Snapshot(Reader):
 
     def __init__(self, memory: Memory, root: ChunkId) -> None:
         self.repo = memory.repo
+        self.system = memory.system
         self._memory = memory
         self._fixed = root
 
@@ -93,10 +94,13 @@ class Memory(Reader, Versioned):
         pool: IndexPool | None = None,
         ttl: TTLConfig | None = None,
         read_only: bool = False,
+        system: bool = True,
     ) -> None:
         self.repo = repo
         #: A read-only handle never writes: writes raise :class:`ReadOnlyError` and reads refresh no TTL.
         self.read_only = read_only
+        #: False: the system namespaces (``_...``) are hidden and refused (see :mod:`engram.store.system`).
+        self.system = system
         #: Threads inside ``with self.transaction()``: a plain write there would silently be its own commit.
         self._in_transaction: set[int] = set()
         self.author = author
@@ -167,9 +171,17 @@ class Memory(Reader, Versioned):
             return self.pool.sql.rebuild(self._branch, self._root(), progress)
         return len(self.pool.rebuild(self._branch, self._root(), progress, phases))
 
-    def handle(self, branch: str | None = None, *, author: str | None = None, read_only: bool | None = None) -> Memory:
+    def handle(
+        self,
+        branch: str | None = None,
+        *,
+        author: str | None = None,
+        read_only: bool | None = None,
+        system: bool | None = None,
+    ) -> Memory:
         """Another handle on the same store (sharing its indexes), e.g. on another branch, as another author,
-        or read-only (``read_only=None`` keeps this handle's setting)."""
+        read-only, or without the system namespaces (``system=False``: what a caller without the ``system``
+        scope gets; a service reaches its own namespaces with ``system=True``). None keeps this handle's setting."""
         return Memory(
             self.repo,
             branch=branch or self._branch,
@@ -177,6 +189,7 @@ class Memory(Reader, Versioned):
             pool=self.pool,
             ttl=self.ttl_config,
             read_only=self.read_only if read_only is None else read_only,
+            system=self.system if system is None else system,
         )
 
     def close(self) -> None:
@@ -296,6 +309,7 @@ class Memory(Reader, Versioned):
         for i, op in enumerate(ops):
             if isinstance(op, PutOp):
                 ns = _validate.namespace(op.namespace)
+                self._guard(ns, "write")
                 writes[codec.encode_key(ns, _validate.key(op.key))] = op
             elif isinstance(op, GetOp):
                 found = snapshot.lookup(op.namespace, op.key, now)
@@ -342,6 +356,8 @@ class Memory(Reader, Versioned):
         _validate.provenance(author, message, (source for op in ops for source in op.sources))
         who = author or self.author
         writes = {codec.encode_key(_validate.namespace(op.namespace), _validate.key(op.key)): op for op in ops}
+        for op in ops:
+            self._guard(op.namespace, "write")
         for op in ops:
             if op.value is not None:
                 _validate.value(op.value)
@@ -504,6 +520,7 @@ class Transaction:
     ) -> None:
         """Buffer a put."""
         ns, k = _validate.namespace(namespace), _validate.key(key)
+        self.memory._guard(ns, "write")
         _validate.provenance(sources=sources)
         raw = codec.encode_key(ns, k)
         buffered = self.edits.get(raw)
@@ -517,11 +534,13 @@ class Transaction:
 
     def delete(self, namespace: Sequence[str], key: str) -> None:
         """Buffer a delete."""
+        self.memory._guard(namespace, "write")
         self.edits[codec.encode_key(_validate.namespace(namespace), _validate.key(key))] = None
 
     def get(self, namespace: Sequence[str], key: str) -> Item | None:
         """Read through the buffered writes."""
         ns, k = _validate.namespace(namespace), _validate.key(key)
+        self.memory._guard(ns)
         raw = codec.encode_key(ns, k)
         data = self.edits[raw] if raw in self.edits else get(self.memory.repo.nodes, self.base.tree, raw)
         return None if data is None else Item.from_record(ns, k, decode_record(data))

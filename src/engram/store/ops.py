@@ -74,6 +74,9 @@ class SearchOp:
     min_score: float | None = None
     refresh_ttl: bool | None = None
     stats: CorpusStats | None = None
+    #: Leave out the system namespaces (first label starting with ``_``): a root search by a caller without
+    #: the ``system`` scope (see :mod:`engram.store.system`).
+    hide_system: bool = False
 
 
 @dataclass(frozen=True, slots=True)

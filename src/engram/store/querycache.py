@@ -249,7 +249,7 @@ class QueryCache:
                     _FORMAT, root.hex(), context, list(request.namespace_prefix), request.query, filter_text,
                     request.limit, request.offset, request.mode,
                     [profile.similarity, profile.confidence, profile.recency, profile.half_life_hours],
-                    bool(request.explain), request.min_score, bucket,
+                    bool(request.explain), request.min_score, bucket, bool(request.hide_system),
                     *([] if request.stats is None else [request.stats.key()]),  # a fan-out's statistics
                 ],
                 separators=(",", ":"),

@@ -16,6 +16,7 @@ from engram.index.engine import Overlay
 from engram.objects import Record, decode_record
 from engram.repo import Repository
 from engram.store import _validate
+from engram.store import system as sysns
 from engram.store.item import Item, SearchResults
 from engram.store.ops import Mode, SearchOp
 from engram.store.querycache import QueryCache
@@ -28,6 +29,13 @@ class Reader:
     """Read methods over the tree of a version; subclasses say which root is current."""
 
     repo: Repository
+    #: False for a caller without the ``system`` scope: system namespaces (first label ``_...``) read as absent
+    #: from listings and searches, and naming one is refused (:mod:`engram.store.system`).
+    system: bool = True
+
+    def _guard(self, namespace: Sequence[str], action: str = "read") -> None:
+        if not self.system:
+            sysns.check(namespace, action)
 
     def _root(self) -> ChunkId:
         raise NotImplementedError
@@ -64,18 +72,12 @@ class Reader:
         score to every result. ``stats`` is for callers fanning a search out over several repositories: keyword
         scores use these statistics (the sum of every repository's :meth:`corpus_stats`) instead of this one's.
         """
+        prefix = _validate.namespace(namespace_prefix, allow_empty=True)
+        self._guard(prefix, "search")
         request = SearchOp(
-            _validate.namespace(namespace_prefix, allow_empty=True),
-            query,
-            filter,
-            limit,
-            offset,
-            mode,
-            profile,
-            explain,
-            min_score,
-            stats=stats,
-        )
+            prefix, query, filter, limit, offset, mode, profile, explain, min_score, stats=stats,
+            hide_system=not self.system,
+        )  # fmt: skip
         cached = self._query_cache()
         if cached is None:
             return self._execute(request, now_ms())
@@ -119,6 +121,7 @@ class Reader:
     def lookup(self, namespace: Sequence[str], key: str, now: int | None = None) -> tuple[bytes, Record] | None:
         """The entry key and record at (namespace, key), unless absent or expired at ``now``."""
         ns = _validate.namespace(namespace)
+        self._guard(ns)
         raw = codec.encode_key(ns, _validate.key(key))
         data = get(self.repo.nodes, self._root(), raw)
         if data is None:
@@ -136,16 +139,25 @@ class Reader:
     def iter_items(self, namespace_prefix: Sequence[str] = ()) -> Iterator[Item]:
         """Yield every item in a namespace and its sub-namespaces, in key order."""
         prefix = _validate.namespace(namespace_prefix, allow_empty=True)
+        self._guard(prefix)
+        for start, end in self._ranges(prefix):
+            for raw, data in iter_entries(self.repo.nodes, self._root(), start, end):
+                ns, key = codec.decode_key(raw)
+                yield Item.from_record(ns, key, decode_record(data))
+
+    def _ranges(self, prefix: tuple[str, ...]) -> list[tuple[bytes, bytes]]:
+        """The entry key ranges of ``prefix`` this reader sees: at the root, without the system namespaces' range
+        unless it holds the system scope."""
         start, end = codec.prefix_range(prefix)
-        for raw, data in iter_entries(self.repo.nodes, self._root(), start, end):
-            ns, key = codec.decode_key(raw)
-            yield Item.from_record(ns, key, decode_record(data))
+        if prefix or self.system:
+            return [(start, end)]
+        return [(start, sysns.RANGE[0]), (sysns.RANGE[1], end)]
 
     def count(self, namespace_prefix: Sequence[str] = ()) -> int:
         """Number of items in a namespace and its sub-namespaces (O(log n))."""
         prefix = _validate.namespace(namespace_prefix, allow_empty=True)
-        start, end = codec.prefix_range(prefix)
-        return count(self.repo.nodes, self._root(), start, end)
+        self._guard(prefix)
+        return sum(count(self.repo.nodes, self._root(), start, end) for start, end in self._ranges(prefix))
 
     def list_namespaces(
         self,
@@ -164,6 +176,7 @@ class Reader:
             if label == "*":
                 break
             literal.append(label)
+        self._guard(literal)
         root = self._root()
         start, end = codec.prefix_range(literal)
         found: list[tuple[str, ...]] = []
@@ -173,6 +186,9 @@ class Reader:
             if entry is None:
                 break
             ns, _ = codec.decode_key(entry[0])
+            if not self.system and sysns.is_system(ns):  # the system namespaces are one range: skip it
+                start = sysns.RANGE[1]
+                continue
             shown = ns if max_depth is None else ns[:max_depth]
             if _matches(ns, prefix, suffix) and shown not in seen:
                 seen.add(shown)

@@ -151,11 +151,19 @@ class ReplicaMemory(Memory):
         #: False for a handle of a caller who may not write (such reads refresh nothing, as on the primary).
         self.refresh = refresh
 
-    def handle(self, branch: str | None = None, *, author: str | None = None, read_only: bool | None = None) -> Memory:
+    def handle(
+        self,
+        branch: str | None = None,
+        *,
+        author: str | None = None,
+        read_only: bool | None = None,
+        system: bool | None = None,
+    ) -> Memory:
         """Another read-only replica handle; ``read_only=False`` (a caller who may write) keeps TTL refreshes."""
         refresh = self.refresh if read_only is None else not read_only
         return ReplicaMemory(self.repo, primary=self.primary, refresh=refresh, branch=branch or self.branch,
-                             author=author or self.author, pool=self.pool, ttl=self.ttl_config)  # fmt: skip
+                             author=author or self.author, pool=self.pool, ttl=self.ttl_config,
+                             system=self.system if system is None else system)  # fmt: skip
 
     def execute(
         self, ops: Iterable[Op], *, author: str | None = None, message: str | None = None
@@ -172,7 +180,9 @@ class ReplicaMemory(Memory):
             elif isinstance(op, SearchOp):
                 again += [GetOp(hit.namespace, hit.key, asked) for hit in result if hit.expires_at is not None]
         if again:
-            self.primary().handle(self.branch, author=author or self.author, read_only=False).execute(again)
+            primary = self.primary().handle(self.branch, author=author or self.author, read_only=False)
+            primary.system = self.system
+            primary.execute(again)
         return results, None
 
 

@@ -54,8 +54,9 @@ def engine_request(op: SearchOp) -> Request:
     profile = get_profile(op.profile) if op.query is not None else PROFILES["similarity"]
     min_score = None if op.min_score is None else float(op.min_score)
     return Request(
-        op.namespace_prefix, op.query, op.mode, profile, op.limit, op.offset, min_score, op.explain, accept, op.stats
-    )
+        op.namespace_prefix, op.query, op.mode, profile, op.limit, op.offset, min_score, op.explain, accept, op.stats,
+        op.hide_system and not op.namespace_prefix,
+    )  # fmt: skip
 
 
 def results(found: Hits) -> SearchResults:

@@ -27,6 +27,7 @@ from engram.errors import InvalidInputError
 from engram.hashing import ID_SIZE, ChunkId
 from engram.objects import Commit
 from engram.store import _validate
+from engram.store import system as sysns
 
 if TYPE_CHECKING:
     from engram.store.versioning import Versioned
@@ -96,6 +97,9 @@ def timeline(
         raise InvalidInputError(f"limit must be between 1 and 1000, not {limit}")
     if max_scan < 1:
         raise InvalidInputError(f"max_scan must be at least 1, not {max_scan}")
+    hidden = not mem.system  # a caller without the system scope: services' commits and changes are not shown
+    if hidden and namespace is not None:
+        sysns.check(namespace)
     bounds = _bounds(namespace, key)
     since_ms = None if since is None else _refs.datetime_ms(since)
     until_ms = None if until is None else _refs.datetime_ms(until)
@@ -126,7 +130,11 @@ def timeline(
         scanned += 1
         if (until_ms is not None and commit.time > until_ms) or (author is not None and commit.author != author):
             continue
+        if hidden and not bounds and not sysns.changes_visible(repo, commit):
+            continue
         changes = repo.changes(commit, *bounds) if bounds else repo.changes(commit)
+        if hidden and not bounds:
+            changes = (c for c in changes if not sysns.is_system_key(c.key))
         changed = sum(1 for _ in itertools.islice(changes, COUNT_CAP + 1))
         if bounds and not changed:
             continue

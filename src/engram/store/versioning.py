@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from engram import _refs, codec
 from engram.backends.base import now_ms
 from engram.errors import ConflictError, InvalidInputError, MergeConflictError, ReadOnlyError, RefNotFoundError
+from engram.hashing import ChunkId
 from engram.maintenance import FsckReport, GcReport
 from engram.objects import Commit, Record, decode_record, encode_record
 from engram.repo import HEADS, Repository
 from engram.store import _validate
+from engram.store import system as sysns
 from engram.store.item import CommitDetails, Item, ItemChange, ItemConflict, Version
 from engram.store.view import View
 from engram.tree import Change, Conflict, Resolver, diff_trees, get
@@ -36,6 +38,20 @@ class Versioned:
     author: str
     pool: IndexPool
     _branch: str
+    #: False: system namespaces are hidden and refused, and so are raw refs outside branches and tags
+    #: (see :mod:`engram.store.system`).
+    system: bool
+
+    def _guard(self, namespace: Sequence[str], action: str = "read") -> None:
+        if not self.system:
+            sysns.check(namespace, action)
+
+    def _commit_id(self, ref: Ref) -> ChunkId:
+        """The commit a ref expression names, refusing a service's own refs (not a branch or a tag) to a
+        handle without the system scope."""
+        if not self.system and isinstance(ref, str):
+            sysns.check_ref(self.repo, ref)
+        return self.repo.resolve(ref, self._branch)
 
     def check_writable(self) -> None:
         """Raise :class:`ReadOnlyError` when this handle may not write (see ``Memory.read_only``)."""
@@ -46,11 +62,13 @@ class Versioned:
 
     def resolve(self, ref: Ref = "HEAD") -> Commit:
         """The commit a ref expression names (``HEAD`` is this handle's branch head)."""
-        return self.repo.commit(self.repo.resolve(ref, self._branch))
+        return self.repo.commit(self._commit_id(ref))
 
     def at(self, ref: Ref) -> View:
         """A read-only view of the memory at a branch, tag, commit, ``HEAD~n``, ``main@{time}`` or datetime."""
-        return View(self.repo, self.resolve(ref), pool=self.pool, branch=self._branch)
+        view = View(self.repo, self.resolve(ref), pool=self.pool, branch=self._branch)
+        view.system = self.system
+        return view
 
     def checkout(self, branch: str) -> None:
         """Make this handle read and write ``branch`` (other handles are unaffected)."""
@@ -69,13 +87,18 @@ class Versioned:
         prefix, or one key (with ``namespace``)."""
         bounds: tuple[bytes, bytes] | None = None
         if key is not None:
+            self._guard(namespace or ())
             raw = codec.encode_key(_validate.namespace(namespace or ()), _validate.key(key))
             bounds = (raw, raw + b"\x00")
         elif namespace is not None:
+            self._guard(namespace)
             bounds = codec.prefix_range(_validate.namespace(namespace, allow_empty=True))
+        hidden = not self.system and (bounds is None or bounds[0] < sysns.RANGE[1] <= bounds[1])
         out: list[Commit] = []
-        for commit in self.repo.iter_log(self.repo.resolve(ref, self._branch)):
+        for commit in self.repo.iter_log(self._commit_id(ref)):
             if bounds is not None and next(self.repo.changes(commit, *bounds), None) is None:
+                continue
+            if hidden and not sysns.changes_visible(self.repo, commit):  # a service's commit
                 continue
             out.append(commit)
             if limit is not None and len(out) >= limit:
@@ -85,7 +108,12 @@ class Versioned:
     def show(self, ref: Ref = "HEAD") -> CommitDetails:
         """A commit and the item changes it made."""
         commit = self.resolve(ref)
-        return CommitDetails(commit, [_item_change(c) for c in self.repo.changes(commit)])
+        if self.system:
+            return CommitDetails(commit, [_item_change(c) for c in self.repo.changes(commit)])
+        if not sysns.changes_visible(self.repo, commit):
+            raise sysns.refused_commit(commit)
+        changes = self.repo.changes(commit)
+        return CommitDetails(commit, [_item_change(c) for c in changes if not sysns.is_system_key(c.key)])
 
     def diff(self, old: Ref, new: Ref = "HEAD", *, namespace: Sequence[str] = ()) -> list[ItemChange]:
         """Item changes from version ``old`` to version ``new``, optionally under a namespace prefix."""
@@ -93,10 +121,14 @@ class Versioned:
 
     def iter_diff(self, old: Ref, new: Ref = "HEAD", *, namespace: Sequence[str] = ()) -> Iterator[ItemChange]:
         """Like :meth:`diff`, as a generator (cost grows with the change, not the store)."""
-        start, end = codec.prefix_range(_validate.namespace(namespace, allow_empty=True))
+        prefix = _validate.namespace(namespace, allow_empty=True)
+        self._guard(prefix)
+        start, end = codec.prefix_range(prefix)
         a, b = self.resolve(old).tree, self.resolve(new).tree
-        for change in diff_trees(self.repo.nodes, a, b, start, end):
-            yield _item_change(change)
+        ranges = [(start, end)] if prefix or self.system else [(start, sysns.RANGE[0]), (sysns.RANGE[1], end)]
+        for lo, hi in ranges:
+            for change in diff_trees(self.repo.nodes, a, b, lo, hi):
+                yield _item_change(change)
 
     def history(self, namespace: Sequence[str], key: str, ref: Ref = "HEAD") -> list[Version]:
         """Every version of one item, newest first, each with the commit that made it (blame).
@@ -105,9 +137,10 @@ class Versioned:
         conflict); otherwise the version is credited to the commit that made it on its branch.
         """
         ns, k = _validate.namespace(namespace), _validate.key(key)
+        self._guard(ns)
         raw = codec.encode_key(ns, k)
         versions: list[Version] = []
-        for commit in self.repo.iter_log(self.repo.resolve(ref, self._branch)):
+        for commit in self.repo.iter_log(self._commit_id(ref)):
             now = get(self.repo.nodes, commit.tree, raw)
             before = [get(self.repo.nodes, self.repo.commit(p).tree, raw) for p in commit.parents] or [None]
             if now not in before:  # a merge that took this version from one side did not make it
@@ -172,7 +205,9 @@ class Versioned:
         """
         self.check_writable()
         _validate.provenance(author, message)
-        source_id = self.repo.resolve(source, self._branch)
+        source_id = self._commit_id(source)
+        if not self.system:
+            sysns.check_merge(self.repo, self.repo.head(self._branch), source_id)
         text = message or f"merge {source if isinstance(source, str) else source_id.hex()[:10]} into {self._branch}"
         who = author or self.author
         with item_conflicts():
@@ -188,7 +223,8 @@ class Versioned:
         ``message`` defaults to ``revert <id>: <its message>``)."""
         self.check_writable()
         _validate.provenance(author, message)
-        target = self.repo.resolve(ref, self._branch)
+        target = self._commit_id(ref)
+        sysns.check_revert(self.repo, self.repo.commit(target))
         who = author or self.author
         with item_conflicts():
             return self.repo.revert(target, self._branch, resolve=_resolver(strategy, who), author=who, message=message)
@@ -198,7 +234,10 @@ class Versioned:
         ``author`` and ``message``)."""
         self.check_writable()
         _validate.provenance(author, message)
-        self.repo.reset(self._branch, self.repo.resolve(ref, self._branch), author or self.author, message)
+        target = self._commit_id(ref)
+        if not self.system:
+            sysns.check_reset(self.repo, self.repo.head(self._branch), target)
+        self.repo.reset(self._branch, target, author or self.author, message)
 
     def gc(
         self,

@@ -1,6 +1,6 @@
 """Conversations kept in the store, as items: the memory writer's input.
 
-A conversation is a namespace ``("conversations", <id>)`` on its own branch (``conversations`` by default,
+A conversation is a system namespace ``("_conversations", <id>)`` on its own branch (``conversations`` by default,
 so the turns never crowd the memories' history): one ``meta`` item (target, parent, counters) and one item
 per turn (``t000000001``, ...). An append writes the turn and the updated counters in one commit, by
 compare-and-swap on the conversation's head, so concurrent appends from many processes keep a gap-free order.
@@ -22,7 +22,10 @@ from engram.writer.redact import redact, redact_value
 from engram.writer.state import target_id
 
 BRANCH = "conversations"
-NAMESPACE = "conversations"
+#: A system namespace (the writer owns it: generic doors neither show nor change it without the system scope).
+NAMESPACE = "_conversations"
+#: Where stores written before conversations became a system namespace keep them (still read and appended to).
+LEGACY_NAMESPACE = "conversations"
 META = "meta"
 ROLES = ("user", "assistant", "system", "tool")
 Status = Literal["completed", "aborted"]
@@ -132,11 +135,15 @@ class ConversationLog:
         self.branch = branch
         self.author = author
         _ensure_branch(mem, branch, author)
-        self.mem = mem.handle(branch, author=author, read_only=False)
+        self.mem = mem.handle(branch, author=author, read_only=False, system=True)
 
     def _ns(self, conversation_id: str) -> tuple[str, str]:
         if not isinstance(conversation_id, str) or not conversation_id or "." in conversation_id:
             raise InvalidInputError(f"invalid conversation id {conversation_id!r}: a non-empty string without '.'")
+        legacy = (LEGACY_NAMESPACE, conversation_id)
+        fresh = self.mem.get((NAMESPACE, conversation_id), META, refresh_ttl=False)
+        if fresh is None and self.mem.get(legacy, META, refresh_ttl=False) is not None:
+            return legacy
         return (NAMESPACE, conversation_id)
 
     def get(self, conversation_id: str) -> Conversation | None:

@@ -81,6 +81,12 @@ def branch_name(target_id: str, run_id: str) -> str:
     return f"writer/{slug(target_id)}/{run_id}"
 
 
+def review_target(branch: str) -> str | None:
+    """The target slug of a review branch (``writer/<target slug>/<run id>``); None for any other branch."""
+    parts = branch.split("/")
+    return parts[1] if len(parts) == 3 and parts[0] == "writer" and parts[1] != "state" else None
+
+
 class Heartbeat:
     """Renews a run's lease every third of its time to live, and notices when it was lost."""
 
