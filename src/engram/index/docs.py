@@ -494,8 +494,8 @@ class DocIndex:
         """Slots whose namespace starts with ``prefix`` (``hide_system``: at the root, not the system ones)."""
         size = self.size
         if not prefix:
-            marked = self._scopes.marked(self.namespaces, codec.SYSTEM_MARK) if hide_system else None
-            return self.alive[:size].copy() if marked is None else ~marked[self.ns_ids[:size]] & self.alive[:size]
+            marked = self._scopes.marked(self.namespaces, codec.SYSTEM_MARK, self.ns_ids, size) if hide_system else None
+            return self.alive[:size].copy() if marked is None else ~marked & self.alive[:size]
         ids = self._scopes.ids_under(self.namespaces, prefix)
         same = self.ns_ids[:size] == ids[0] if len(ids) == 1 else np.isin(self.ns_ids[:size], ids)
         return same & self.alive[:size]

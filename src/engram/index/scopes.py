@@ -20,7 +20,7 @@ class SortedNamespaces:
         self._sorted: list[tuple[str, ...]] = []
         self._ids: list[int] = []
         self._seen = 0
-        self._marked: tuple[str, npt.NDArray[np.bool_] | None, int] | None = None
+        self._marked: tuple[tuple[str, int, int], npt.NDArray[np.bool_] | None] | None = None
 
     def ids_under(self, known: Mapping[tuple[str, ...], int], prefix: Sequence[str]) -> list[int]:
         """The ids of the namespaces of ``known`` that start with ``prefix``."""
@@ -41,13 +41,16 @@ class SortedNamespaces:
         hi = bisect.bisect_left(self._sorted, (chr(ord(mark) + 1),))
         return self._ids[lo:hi]
 
-    def marked(self, known: Mapping[tuple[str, ...], int], mark: str) -> npt.NDArray[np.bool_] | None:
-        """Per namespace id of ``known``, whether its first label starts with ``mark`` (None when none does): kept
-        until a namespace is added (they only grow), so a search hiding them pays one gather."""
-        if self._marked is None or self._marked[0] != mark or self._marked[2] != len(known):
+    def marked(
+        self, known: Mapping[tuple[str, ...], int], mark: str, ns_ids: npt.NDArray[np.int32], size: int
+    ) -> npt.NDArray[np.bool_] | None:
+        """Per slot below ``size`` (whose namespace ids are ``ns_ids``), whether its namespace's first label starts
+        with ``mark``; None when no namespace's does. Slots are only appended, so this is kept until a slot or a
+        namespace is added: searches between two writes pay nothing for it."""
+        if self._marked is None or self._marked[0] != (mark, len(known), size):
             table = np.zeros(len(known), dtype=bool)
             table[self.ids_marked(known, mark)] = True
-            self._marked = (mark, table if table.any() else None, len(known))
+            self._marked = ((mark, len(known), size), table[ns_ids[:size]] if table.any() else None)
         return self._marked[1]
 
     def _catch_up(self, known: Mapping[tuple[str, ...], int]) -> None:
