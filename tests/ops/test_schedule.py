@@ -17,7 +17,7 @@ import engram
 from engram.cli import cli
 from engram.errors import ConfigError, InvalidInputError, NotFoundError, StorageError
 from engram.observe import LAST_BACKUP
-from engram.ops.backup import create_backup, list_backups
+from engram.ops.backup import create_backup, list_backups, metric_label
 from engram.ops.remotes import Remote, open_remote
 from engram.ops.schedule import BackupSchedule, parse_duration
 from engram.repo import Repository
@@ -83,7 +83,7 @@ def test_schedule_backs_up_every_interval_and_stops(store: engram.Memory, remote
     assert schedule.last_error is None and schedule.failures == 0 and schedule.runs == done
     newest = list_backups(open_remote(remote_url))[-1]
     assert newest.items == {"main": 2}
-    assert LAST_BACKUP.labels(remote_url)._value.get() == pytest.approx(newest.time / 1000)
+    assert LAST_BACKUP.labels(metric_label(remote_url))._value.get() == pytest.approx(newest.time / 1000)
     assert any("scheduled backup" in r.getMessage() and r.levelno == logging.INFO for r in caplog.records)
 
 

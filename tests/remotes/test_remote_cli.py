@@ -78,3 +78,18 @@ def test_cli_export_with_history_then_import(tmp_path: Path) -> None:
     log_a = json.loads(_run(a, "log", "--json")[1])
     log_b = json.loads(_run(b, "log", "--json")[1])
     assert log_a == log_b
+
+
+def test_cli_remote_urls_never_store_or_show_a_credential(tmp_path: Path) -> None:
+    store = tmp_path / "a"
+    assert _run(store, "init")[0] == 0
+    leaky = "s3://AKIAEXAMPLE:TOPSECRETKEY@bucket/p?endpoint=http://127.0.0.1:1"
+    code, shown = _run(store, "remote", "add", "origin", leaky)
+    assert code == 1 and "carries a credential" in shown and "TOPSECRETKEY" not in shown
+    code, shown = _run(store, "remote", "add", "signed", "s3://bucket/p?X-Amz-Signature=abc123def")
+    assert code == 1 and "abc123def" not in shown
+    # a remote named before the rule is listed, and fails to open, with its secret masked
+    (tmp_path / "a" / "engram.db.remotes.json").write_text(json.dumps({"remotes": {"old": leaky}}))
+    for args in (("remote", "list"), ("remote", "list", "--json"), ("fetch", "old")):
+        code, shown = _run(store, *args)
+        assert "TOPSECRETKEY" not in shown and ("AKIAEXAMPLE:***@bucket" in shown or code == 1), (args, shown)

@@ -102,16 +102,18 @@ def test_a_shard_that_hangs_is_reported_within_the_timeout(cluster: Cluster) -> 
 def test_readyz_and_doctor_probe_the_catalog_and_every_shard(cluster: Cluster, tmp_path: Path) -> None:
     keys = tmp_path / "keys.json"
     KeyRing(keys).create("acme", ["read", "write"], [])
+    admin = {"X-API-Key": KeyRing(keys).create("ops", ["admin"], [])[1]}
     config = ServerConfig(store=":memory:", embedder="hashing", keys_file=keys, shard_catalog=cluster.catalog.url,
                           index_delay=None, sweep_ttl=False, writer_extractor=None)  # fmt: skip
     with TestClient(create_app(config)) as client:
-        ready = client.get("/readyz")
+        assert client.get("/readyz").json() == {"status": "ok", "checks": {}}  # details need an admin key
+        ready = client.get("/readyz", headers=admin)
         assert ready.status_code == 200, ready.text
         shards = ready.json()["checks"]["shards"]
         assert shards["ok"] and set(shards["shards"]) == {"s1", "s2"} and shards["catalog"]["ok"]
         _place(cluster, "gone", CLOSED, "active")
         time.sleep(1.6)  # the last answer is reused for 1.5 s
-        down = client.get("/readyz")
+        down = client.get("/readyz", headers=admin)
         assert down.status_code == 503 and down.headers["Retry-After"] == "1"
         body = down.json()["error"]
         assert body["message"].startswith("the shards are not ready: unreachable: gone")

@@ -8,12 +8,12 @@ list, with version numbers of their own range.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from engram.backends._pgerrors import psycopg_modules, said, translated
 from engram.errors import ConfigError
+from engram.redaction import redact_url
 
 _log = logging.getLogger("engram.backends.postgres")
 
@@ -111,8 +111,8 @@ def connect_options(url: str, connect_timeout: int) -> dict[str, Any]:
 
 
 def redact(url: str) -> str:
-    """A connection URL with its password hidden, for messages."""
-    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
+    """A connection URL with its password hidden (in the user part or a ``password=`` parameter), for messages."""
+    return redact_url(url)
 
 
 def migrate(url: str, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[Migration]:

@@ -37,6 +37,7 @@ from engram.backends.wrappers import ForwardingRefStore
 from engram.breakers import CircuitBreaker, CircuitOpenError, register, unregister
 from engram.errors import ConfigError
 from engram.hashing import ID_SIZE, ChunkId, chunk_id
+from engram.redaction import redact_url
 
 __all__ = ["RedisChunkCache", "RedisHealth", "RedisRefCache", "open_redis", "redis_caches"]
 
@@ -73,7 +74,9 @@ def open_redis(url: str, *, timeout: float = 0.25, connect_timeout: float = 0.25
     backoff: the caches fall through to the inner store instead (see :class:`RedisHealth`).
     """
     if not url.startswith(("redis://", "rediss://", "unix://")):
-        raise ConfigError(f"unsupported Redis URL {url!r}: use redis://host:port/db, rediss://... or unix:///path")
+        raise ConfigError(
+            f"unsupported Redis URL {redact_url(url)!r}: use redis://host:port/db, rediss://... or unix:///path"
+        )
     try:
         return redis.Redis.from_url(
             url,

@@ -19,6 +19,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from engram.errors import ConfigError, EngramError, MergeConflictError
 from engram.objects import Commit
+from engram.redaction import redact_url
 from engram.store import Item, Memory
 from engram.store import open as open_store
 from engram.store.connect import DB_NAME, DEFAULT_DIR, checked_out, local_file, tenant_url
@@ -73,7 +74,9 @@ def locate(ctx: click.Context, *, create: bool = False, here: bool = False) -> s
     if tenant:
         url = tenant_url(url, tenant)
         if not create and not _exists(url):
-            raise ConfigError(f"no store for tenant {tenant!r} at {url} (`engram tenants` lists them)")
+            raise ConfigError(
+                f"no store for tenant {tenant!r} at {redact_url(url or '')} (`engram tenants` lists them)"
+            )
     return url
 
 

@@ -20,6 +20,7 @@ from engram.ops.remotes import clone_into as clone_remote
 from engram.ops.remotes import fetch as fetch_remote
 from engram.ops.remotes import pull as pull_remote
 from engram.ops.remotes import push as push_remote
+from engram.redaction import redact_url
 from engram.repo import Repository
 from engram.store.connect import local_file, open_repository
 
@@ -83,7 +84,7 @@ def remote() -> None:
 def remote_add(ctx: click.Context, name: str, url: str) -> None:
     """Name a remote: `engram remote add origin s3://backups/agents`."""
     _config(ctx).add(name, url)
-    out.print(f"added remote {escape(name)}: {escape(url)}")
+    out.print(f"added remote {escape(name)}: {escape(redact_url(url))}")
 
 
 @remote.command(name="list")
@@ -91,8 +92,8 @@ def remote_add(ctx: click.Context, name: str, url: str) -> None:
 @click.pass_context
 @friendly
 def remote_list(ctx: click.Context, as_json: bool) -> None:
-    """List the remotes of this store."""
-    found = _config(ctx).list()
+    """List the remotes of this store (a password or secret parameter in a URL is shown as ***)."""
+    found = _config(ctx).shown()
     if as_json:
         emit(found)
     elif not found:

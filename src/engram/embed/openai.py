@@ -16,6 +16,7 @@ from engram.breakers import CircuitBreaker, CircuitOpenError
 from engram.breakers import breaker as shared_breaker
 from engram.embed.base import Vectors, check_texts, normalize_rows, require_positive
 from engram.errors import ConfigError, EmbedderError
+from engram.redaction import redact_url
 
 if TYPE_CHECKING:
     import httpx
@@ -241,7 +242,7 @@ def _parse_embeddings(body: Any, count: int, url: str) -> Vectors:
             raise ValueError(f"expected indexes 0..{count - 1}, got {sorted(by_index)}")
         matrix = np.array([by_index[index] for index in range(count)], dtype=np.float32)
     except (KeyError, TypeError, ValueError) as exc:
-        raise EmbedderError(f"{url} answered with a malformed embeddings response: {exc}") from exc
+        raise EmbedderError(f"{redact_url(url)} answered with a malformed embeddings response: {exc}") from exc
     if matrix.ndim != 2 or matrix.shape[1] == 0 or not np.isfinite(matrix).all():
-        raise EmbedderError(f"{url} answered with embeddings that are not equal-length finite vectors")
+        raise EmbedderError(f"{redact_url(url)} answered with embeddings that are not equal-length finite vectors")
     return matrix

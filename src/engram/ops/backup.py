@@ -35,6 +35,7 @@ from engram.ops.remotes.sync import (
     move_refs,
     plan_copy,
 )
+from engram.redaction import redact_url
 from engram.repo import HEADS, Repository
 from engram.tree import NodeStore, count, decode_node, empty_tree
 
@@ -99,8 +100,17 @@ def create_backup(
     remote.chunks.put_many({cid: data})
     if not remote.refs.set(_prefix(name) + MANIFEST, cid, None, actor=actor, reason=f"backup {name}"):
         raise ConflictError(f"a backup named {name!r} was written meanwhile")
-    observe.backup_succeeded(remote.url, time / 1000)  # engram_last_backup_success_timestamp_seconds (issue #15)
+    observe.backup_succeeded(metric_label(remote.url), time / 1000)  # engram_last_backup_success_timestamp_seconds
     return _backup(cid, data), report
+
+
+def metric_label(url: str) -> str:
+    """The ``remote`` label of a backup's metric: the URL with no credential, and a ``dir://`` remote's folder by
+    its name only (``dir://.../backups``), so ``/metrics`` shows no server path."""
+    shown = redact_url(url)
+    if shown.startswith("dir://"):
+        return "dir://.../" + shown.split("?", 1)[0].rstrip("/").rpartition("/")[2]
+    return shown
 
 
 def _backup(cid: ChunkId, data: bytes) -> Backup:
@@ -295,6 +305,7 @@ __all__ = [
     "default_name",
     "get_backup",
     "list_backups",
+    "metric_label",
     "plan_restore",
     "prune_backups",
     "restore_backup",

@@ -10,12 +10,19 @@ calls wait for the same one, so a stuck database never piles up threads. Only th
 checks a caller adds, such as a sharded server's catalog and shards) decides readiness; any other component
 that fails makes the status ``degraded``. The breakers are listed, not judged: a breaker's state is
 process-wide, and the component behind an open breaker fails its own check anyway.
+
+Each remote's answer is reused for :data:`REMOTE_TTL` seconds (keyed by its URL), and concurrent checks of one
+remote share one probe, so a flood of readiness probes costs each remote one request per ``REMOTE_TTL``; the list
+of remotes is read at every check, so a remote that was removed is gone from the next report. No report holds a
+credential: a remote's error names its URL with the password and secret parameters masked
+(:func:`engram.redaction.redact_url`).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -23,12 +30,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from engram.ops import metrics
+from engram.redaction import redact_url
 from engram.repo import Repository
 from engram.store import Memory
 from engram.store.connect import cache_status
 
 #: Seconds a readiness check takes at most, by default.
 TIMEOUT = 1.0
+#: Seconds a remote's answer is reused by later checks (a probe of an S3 remote takes a round trip or more).
+REMOTE_TTL = 5.0
 
 Check = dict[str, Any]
 
@@ -128,7 +138,8 @@ def readiness(
         named = remotes() if callable(remotes) else remotes
         if not named:
             return None
-        found = {name: _probe_remote(url) for name, url in sorted(named.items())}
+        running = {name: _remote_check(url) for name, url in sorted(named.items())}
+        found = {name: answer.result() or {"ok": False, "error": "no answer"} for name, answer in running.items()}
         failed = [name for name, check in found.items() if not check["ok"]]
         if failed:
             raise CheckFailed(f"unreachable: {', '.join(failed)}", {"remotes": found})
@@ -175,21 +186,66 @@ class CheckFailed(Exception):
 
 
 def _probe_remote(url: str) -> Check:
-    """Read one ref of the remote at ``url``: ``{"ok", "ms"}``, with ``error`` when it failed."""
-    from engram.ops.remotes.stores import open_remote  # boto3 is imported only by stores that need it
-
+    """Read one ref of the remote at ``url``: ``{"ok", "ms"}``, with ``error`` (no credential) when it failed."""
     started = time.perf_counter()
     try:
-        remote = open_remote(url)
-        try:
-            remote.refs.get("heads/main")
-        finally:
-            remote.close()
+        _read_head(url)
         found: Check = {"ok": True}
     except Exception as exc:  # a check reports every failure; it never raises
-        found = {"ok": False, "error": str(exc) or type(exc).__name__}
+        found = {"ok": False, "error": redact_url(str(exc) or type(exc).__name__)}
+        _forget_frames(exc)
     found["ms"] = round((time.perf_counter() - started) * 1000, 2)
     return found
+
+
+def _read_head(url: str) -> None:
+    from engram.ops.remotes.stores import open_remote  # boto3 is imported only by stores that need it
+
+    remote = open_remote(url)
+    try:
+        remote.refs.get("heads/main")
+    finally:
+        remote.close()
+
+
+def _forget_frames(exc: BaseException | None) -> None:
+    """Drop the locals of the frames an error's traceback holds (its causes' too): a failed probe's remote, and
+    the circuit breaker it holds, are then freed at once instead of at the next garbage collection, so a remote
+    removed meanwhile leaves no breaker behind in ``/readyz`` and ``/metrics``."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        traceback.clear_frames(exc.__traceback__)
+        exc = exc.__cause__ or exc.__context__
+
+
+#: Stands for "every remote" as the owner of the remote probes in :func:`_start`.
+_REMOTES = object()
+#: URL -> (when its last probe ended, its answer).
+_remote_answers: dict[str, tuple[float, Check]] = {}
+
+
+def _remote_check(url: str) -> Future[Check | None]:
+    """The answer of the remote at ``url``: its last one while younger than :data:`REMOTE_TTL`, else the probe
+    running now, else a new probe."""
+    now = time.monotonic()
+    with _lock:
+        for known, (ended, _) in list(_remote_answers.items()):
+            if now - ended >= REMOTE_TTL:
+                del _remote_answers[known]
+        found = _remote_answers.get(url)
+    if found is not None:
+        done: Future[Check | None] = Future()
+        done.set_result(found[1])
+        return done
+
+    def probe() -> Check:
+        answer = _probe_remote(url)
+        with _lock:
+            _remote_answers[url] = (time.monotonic(), answer)
+        return answer
+
+    return _start(_REMOTES, url, probe)
 
 
 _lock = threading.Lock()
@@ -228,4 +284,4 @@ def _run(key: tuple[int, str], future: Future[Check | None], work: Callable[[], 
     future.set_result(result)
 
 
-__all__ = ["TIMEOUT", "Check", "CheckFailed", "Readiness", "probe_store", "readiness"]
+__all__ = ["REMOTE_TTL", "TIMEOUT", "Check", "CheckFailed", "Readiness", "probe_store", "readiness"]

@@ -34,6 +34,7 @@ from prometheus_client.registry import Collector
 
 from engram.errors import InvalidInputError
 from engram.observe import backup_succeeded, registry
+from engram.redaction import scrub, scrub_value
 from engram.store import Memory
 from engram.store.indexing import IndexLag
 
@@ -51,7 +52,7 @@ _lock = threading.Lock()
 _breakers: dict[str, Callable[[], str]] = {}
 _memories: dict[int, tuple[str, weakref.ref[Memory]]] = {}
 _pools: dict[int, weakref.ref[TenantPool]] = {}
-_disks: dict[str, Path] = {}
+_disks: dict[str, Path] = {}  # label -> path
 _readiness: list[Readiness] = []
 
 
@@ -194,10 +195,13 @@ def _tracked_memories() -> Iterator[tuple[str, Memory]]:
 # ---------------------------------------------------------------------------------- disk, readiness
 
 
-def track_disk(path: str | Path) -> None:
-    """Export the free and total bytes of the file system holding ``path`` (a store's directory)."""
+def track_disk(path: str | Path, name: str = "store") -> None:
+    """Export the free and total bytes of the file system holding ``path`` (a store's directory), labelled
+    ``disk=name``: the label never shows the path. Tracking a name again replaces it."""
+    if not name:
+        raise InvalidInputError("a disk needs a name")
     with _lock:
-        _disks[str(path)] = Path(path)
+        _disks[scrub(name)] = Path(path)
 
 
 def record_readiness(report: Readiness) -> None:
@@ -235,12 +239,12 @@ class _ScrapeCollector(Collector):
             "engram_breaker_state", "1 for the state each circuit breaker is in (closed, half_open, open), else 0.",
             labels=["breaker", "state"],
         )  # fmt: skip
-        for name, current in breaker_states().items():
+        for name, current in scrub_value(breaker_states()).items():  # a breaker named by a socket shows no path
             for state in BREAKER_STATES:
                 breakers.add_metric([name, state], 1 if current == state else 0)
         yield breakers
-        free = GaugeMetricFamily("engram_disk_free_bytes", "Free bytes on the file system of a store.", labels=["path"])
-        size = GaugeMetricFamily("engram_disk_size_bytes", "Size of the file system of a store.", labels=["path"])
+        free = GaugeMetricFamily("engram_disk_free_bytes", "Free bytes on the file system of a store.", labels=["disk"])
+        size = GaugeMetricFamily("engram_disk_size_bytes", "Size of the file system of a store.", labels=["disk"])
         with _lock:
             disks = dict(_disks)
         for name, path in disks.items():

@@ -1,10 +1,12 @@
-"""Operations routes (issue #15): ``/healthz`` (alive), ``/readyz`` (each component's status and latency) and
+"""Operations routes: ``/healthz`` (alive), ``/readyz`` (ready, and each component's status and latency) and
 ``/metrics`` (Prometheus text format); one library call each (:mod:`engram.ops.health`, :mod:`engram.ops.metrics`).
 
-Auth: ``/healthz`` and ``/readyz`` are open (orchestrators' probes carry no key; they show component status,
-never data). ``/metrics`` follows the rule of the other operator routes (``/v1/gc``, ``/v1/fsck``): on a
-server with API keys it needs a key with the ``admin`` scope and no namespace prefix (the metrics name every
-open tenant); without keys it is open like every route.
+Auth: ``/healthz`` and ``/readyz`` answer without a key (orchestrators' probes carry none), but on a server with
+API keys ``/readyz`` tells such a caller only whether the server is ready: 200 ``{"status": "ok"}`` or 503
+``not_ready``, no component, latency or error. Its details (what ``engram doctor`` prints) need a key with the
+``admin`` scope and no namespace prefix, the rule of the other operator routes (``/v1/gc``, ``/v1/fsck``), which
+``/metrics`` follows too; without keys every caller is an admin. Even then what they show is scrubbed
+(:func:`engram.redaction.scrub_value`): no credential, no file system or socket path.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from fastapi import APIRouter, Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
+from engram.errors import EngramError
 from engram.ops import metrics
 from engram.ops.access import LOCAL_TENANT
 from engram.ops.health import TIMEOUT, Readiness, readiness
 from engram.ops.remotes.config import remote_config
 from engram.ops.shards.health import ShardProbe
+from engram.redaction import scrub, scrub_value
 from engram.repo import Repository
 from engram.server import schemas as s
 from engram.server.app import State
@@ -49,7 +53,7 @@ class _Ops:
         metrics.track_pool(self.state.tenants.pool)
         path = local_file(self.state.config.store)
         if path is not None:
-            metrics.track_disk(path.parent)
+            metrics.track_disk(path.parent, name="store")
         router, catalog = self.state.tenants.router, self.state.config.shard_catalog
         #: With a shard catalog: the catalog and every shard are probed too, and decide readiness (issue #17).
         self.essential = {} if router is None or catalog is None else {
@@ -95,17 +99,46 @@ async def healthz() -> dict[str, Any]:
 @routes.get("/readyz", response_model=None, responses={200: {"model": s.Health}, 503: {"model": ErrorBody}})
 async def readyz(request: Request) -> JSONResponse:
     """Readiness, within a second: the store answers a read and a write, and with a shard catalog the catalog
-    and every active shard answer (else 503, naming what failed); the cache, embedder, search index, remotes,
-    circuit breakers and readonly or draining shards are reported too, and one that fails makes the status
-    ``degraded`` (still 200: the store answers without it)."""
+    and every active shard answer (else 503). Without a key (or a key that is not an unrestricted ``admin``) on a
+    server with keys, that is all it says. An admin also sees each component: the cache, embedder, search index,
+    remotes, circuit breakers and readonly or draining shards are reported too, and one that fails makes the
+    status ``degraded`` (still 200: the store answers without it); a 503 names what failed."""
     report = await _check(request)
+    if not _admin(request.app.state.engram, _key(request)):
+        if not report.ready:
+            return error_response(503, "not_ready", "the server is not ready", None, {"Retry-After": "1"})
+        return JSONResponse({"status": "ok", "checks": {}})
+    checks: dict[str, Any] = scrub_value(report.checks)
     if not report.ready:
-        name = next(n for n in ("store", *_ops(request).essential) if n in report.checks and not report.checks[n]["ok"])
-        reason = report.checks[name].get("error", "no answer")
-        details = {"checks": report.checks}
+        name = next(n for n in ("store", *_ops(request).essential) if n in checks and not checks[n]["ok"])
+        reason = checks[name].get("error", "no answer")
         what = "the shards are" if name == "shards" else f"the {name} is"
-        return error_response(503, "not_ready", f"{what} not ready: {reason}", details, {"Retry-After": "1"})
-    return JSONResponse({"status": report.status, "checks": report.checks})
+        return error_response(503, "not_ready", scrub(f"{what} not ready: {reason}"), {"checks": checks},
+                              {"Retry-After": "1"})  # fmt: skip
+    return JSONResponse({"status": report.status, "checks": checks})
+
+
+def _key(request: Request) -> str | None:
+    """The API key a request carries, if any (read here, not declared: ``/readyz`` needs none)."""
+    scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    return request.headers.get("x-api-key") or None
+
+
+def _admin(state: State, secret: str | None) -> bool:
+    """True when the caller may see the readiness details: an ``admin`` key without a namespace prefix, or any
+    caller of a server without keys. A missing, unknown or weaker key is no error here: the caller gets the
+    short answer (an orchestrator's probe must not fail on a key that was rotated)."""
+    if state.local:
+        return True
+    if not secret:
+        return False
+    try:
+        who = state.authenticate(secret)
+    except EngramError:
+        return False
+    return who.holds("admin") and not who.namespace_prefix
 
 
 @routes.get(

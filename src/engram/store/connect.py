@@ -14,6 +14,7 @@ from engram.backends.wrappers import CacheCountingChunkStore, MeteredChunkStore,
 from engram.embed import Embedder
 from engram.errors import ConfigError, RefNotFoundError
 from engram.index.cache import MemoryVectorCache, SqliteVectorCache, VectorCache
+from engram.redaction import redact_url
 from engram.repo import Repository
 from engram.store.aio import AsyncMemory
 from engram.store.indexing import IndexPool, choose_embedder
@@ -263,7 +264,9 @@ def _sqlite_path(url: str | None) -> Path:
     if url is None:
         return Path(DEFAULT_DIR) / DB_NAME
     if "://" in url and not url.startswith("sqlite://"):
-        raise ConfigError(f"unsupported store URL {url!r}: use ':memory:', sqlite:///path/to/file.db or a path")
+        raise ConfigError(
+            f"unsupported store URL {redact_url(url)!r}: use ':memory:', sqlite:///path/to/file.db or a path"
+        )
     raw = url.removeprefix("sqlite://")
     if url.startswith("sqlite://"):
         raw = raw.removeprefix("/") if raw.startswith("//") else raw  # sqlite:////abs -> //abs is not a path

@@ -24,6 +24,7 @@ from engram.breakers import CircuitBreaker, RetryPolicy, retry_call, s3_transien
 from engram.breakers import breaker as shared_breaker
 from engram.clock import now_ms
 from engram.errors import ConfigError, StorageError, UnavailableError
+from engram.redaction import redact_url
 
 #: Parallel requests one bucket makes for a batch (S3 round trips dominate; files are cheap either way).
 WORKERS = 16
@@ -210,7 +211,7 @@ class S3Bucket(Bucket):
         self.bucket = bucket
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
         query = "" if endpoint is None else f"?endpoint={endpoint}"
-        self.url = f"s3://{bucket}/{self.prefix}{query}"
+        self.url = redact_url(f"s3://{bucket}/{self.prefix}{query}")  # shown in messages
         # botocore does not retry: retry_call does, so that the breaker sees every attempt
         config = Config(retries={"max_attempts": 1, "mode": "standard"}, max_pool_connections=WORKERS + 4,
                         connect_timeout=5, read_timeout=30)  # fmt: skip
@@ -219,7 +220,7 @@ class S3Bucket(Bucket):
         self._pool = ThreadPoolExecutor(WORKERS)
         self.precision_ms = 1000
         self.retry = retry or S3_RETRY
-        self.breaker = breaker or shared_breaker(f"s3:{endpoint or 'aws'}/{bucket}")
+        self.breaker = breaker or shared_breaker(redact_url(f"s3:{endpoint or 'aws'}/{bucket}"))
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -341,7 +342,16 @@ class S3Bucket(Bucket):
 
 
 def open_bucket(url: str) -> Bucket:
-    """The bucket of a remote URL: ``dir:///path`` (or a plain path) or ``s3://bucket/prefix?endpoint=...``."""
+    """The bucket of a remote URL: ``dir:///path`` (or a plain path) or ``s3://bucket/prefix?endpoint=...``.
+
+    A URL that carries a credential (a password, a secret query parameter) is refused: S3 credentials come from
+    boto3's chain, and a URL is shown in messages, ``/readyz`` and the names of circuit breakers."""
+    shown = redact_url(url)
+    if shown != url:
+        raise ConfigError(
+            f"remote URL {shown!r} carries a credential: engram takes S3 credentials from AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY, a profile or a role; rename the remote with a URL without one"
+        )
     parts = urlsplit(url)
     if parts.scheme == "dir":
         path = parts.netloc + parts.path if parts.netloc else parts.path
@@ -351,6 +361,8 @@ def open_bucket(url: str) -> Bucket:
     if parts.scheme == "s3":
         if not parts.netloc:
             raise ConfigError(f"remote URL {url!r} names no bucket: use s3://bucket/prefix")
+        if "@" in parts.netloc:
+            raise ConfigError(f"remote URL {url!r} has a user name: engram takes S3 credentials from boto3's chain")
         options = dict(parse_qsl(parts.query))
         unknown = set(options) - {"endpoint", "region"}
         if unknown:

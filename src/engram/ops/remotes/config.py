@@ -3,6 +3,11 @@
 A SQLite store keeps them in a JSON file beside its database (``engram.db.remotes.json``, like the
 ``engram.db.HEAD`` checkout file); a store without a local file (PostgreSQL, memory) keeps them in the ref
 ``config/remotes``, a small tree of name -> URL changed by compare-and-swap (it never travels with a push).
+
+A remote URL never holds a credential: :meth:`RemoteConfig.add` refuses one with a password or a secret query
+parameter (S3 credentials come from boto3's chain: environment, profile or role), since a stored URL is shown by
+``engram remote list`` and kept in the store's history. Remotes named before that rule are still listed, with
+the secret masked (:meth:`RemoteConfig.shown`).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import re
 from pathlib import Path
 
 from engram.errors import ConflictError, InvalidInputError, NotFoundError
+from engram.redaction import has_secret, redact_url
 from engram.repo import Repository
 from engram.store.connect import local_file
 from engram.tree import build_tree, iter_entries
@@ -48,6 +54,10 @@ class RemoteConfig:
             return {}
         return {key.decode(): value.decode() for key, value in iter_entries(self.repo.nodes, root)}
 
+    def shown(self) -> dict[str, str]:
+        """Name -> URL as it may be shown: every password and secret query value masked, sorted by name."""
+        return {name: redact_url(url) for name, url in self.list().items()}
+
     def url(self, name: str) -> str:
         """The URL of remote ``name``."""
         found = self.list().get(name)
@@ -61,10 +71,15 @@ class RemoteConfig:
         if not NAME.match(name):
             raise InvalidInputError(f"invalid remote name {name!r}: letters, digits, '.', '_' and '-'")
         if "://" not in url:
-            raise InvalidInputError(f"remote URL {url!r} needs a scheme: dir:///path or s3://bucket/prefix")
+            raise InvalidInputError(f"remote URL {redact_url(url)!r} needs a scheme: dir:///path or s3://bucket/prefix")
+        if has_secret(url):
+            raise InvalidInputError(
+                f"remote URL {redact_url(url)!r} carries a credential, which would be stored and shown: give S3 "
+                "credentials through AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile or a role instead"
+            )
         current = self.list()
         if name in current:
-            raise ConflictError(f"remote {name!r} exists ({current[name]}); remove it first")
+            raise ConflictError(f"remote {name!r} exists ({redact_url(current[name])}); remove it first")
         self._write({**current, name: url})
 
     def remove(self, name: str) -> None:
