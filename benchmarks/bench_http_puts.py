@@ -1,10 +1,12 @@
 """Concurrent PUT throughput over HTTP: N clients writing to one `engram serve` (SQLite store, hashing embedder).
 
-    python benchmarks/bench_http_puts.py [--clients 16] [--seconds 10] [--engram PATH] [--store DIR]
+    python benchmarks/bench_http_puts.py [--clients 16] [--seconds 10] [--engram PATH] [--same-key]
 
 Each client is a thread with its own HTTP connection sending ``PUT /store/items`` (a distinct key each
-time) as fast as the server answers. Reports puts/s, latency p50/p99 and how many commits the puts
-made (fewer commits than puts means concurrent writes were coalesced into one commit per event-loop tick).
+time, or with ``--same-key`` all clients the same key) as fast as the server answers. Reports puts/s,
+latency p50/p99 and how many commits the puts made (fewer commits than puts means concurrent writes were
+coalesced into one commit per event-loop tick); with ``--same-key`` also ``lost``, the acknowledged values
+that are no version in the key's history (each must be one).
 ``--engram`` runs another build's ``engram`` executable (e.g. a checkout of an older commit) for a
 before/after comparison on the same machine in the same session.
 """
@@ -46,7 +48,7 @@ def wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -
     raise SystemExit("engram serve did not become healthy")
 
 
-def run(engram: str, store: Path, clients: int, seconds: float, extra: list[str]) -> dict[str, float]:
+def run(engram: str, store: Path, clients: int, seconds: float, extra: list[str], same_key: bool) -> dict[str, float]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [engram, "--store", str(store), "--embedder", "hashing", "serve", "--port", str(port), "--log-level",
@@ -57,6 +59,7 @@ def run(engram: str, store: Path, clients: int, seconds: float, extra: list[str]
         with httpx.Client(base_url=url, timeout=30) as http:
             before = len(http.get("/v1/log", params={"limit": 10000}).json()["commits"])
         latencies: list[float] = []
+        acknowledged: set[str] = set()
         errors = 0
         lock = threading.Lock()
         stop_at = time.monotonic() + seconds
@@ -64,18 +67,24 @@ def run(engram: str, store: Path, clients: int, seconds: float, extra: list[str]
         def client(n: int) -> None:
             nonlocal errors
             mine: list[float] = []
+            landed: set[str] = set()
             bad = 0
             with httpx.Client(base_url=url, timeout=30) as http:
                 i = 0
                 while time.monotonic() < stop_at:
-                    body = {"namespace": ["bench", f"c{n}"], "key": f"k{i}", "value": {"text": f"note {n} {i}"}}
+                    text = f"note {n} {i}"
+                    where = ["bench", "shared"] if same_key else ["bench", f"c{n}"]
+                    body = {"namespace": where, "key": "k" if same_key else f"k{i}", "value": {"text": text}}
                     started = time.perf_counter()
                     status = http.put("/store/items", json=body).status_code
                     mine.append(time.perf_counter() - started)
                     bad += status != 204
+                    if status == 204:
+                        landed.add(text)
                     i += 1
             with lock:
                 latencies.extend(mine)
+                acknowledged.update(landed)
                 errors += bad
 
         threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
@@ -87,6 +96,10 @@ def run(engram: str, store: Path, clients: int, seconds: float, extra: list[str]
         elapsed = time.perf_counter() - started
         with httpx.Client(base_url=url, timeout=30) as http:
             after = len(http.get("/v1/log", params={"limit": 10000}).json()["commits"])
+            lost = 0
+            if same_key:
+                found = http.get("/v1/history", params={"namespace": "bench.shared", "key": "k"}).json()["versions"]
+                lost = len(acknowledged - {v["item"]["value"]["text"] for v in found if v["item"] is not None})
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -99,6 +112,7 @@ def run(engram: str, store: Path, clients: int, seconds: float, extra: list[str]
         "p50_ms": round(statistics.median(latencies) * 1000, 1),
         "p99_ms": round(latencies[int(0.99 * (len(latencies) - 1))] * 1000, 1),
         "commits": after - before,
+        **({"lost": lost} if same_key else {}),
     }
 
 
@@ -108,10 +122,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--engram", default=shutil.which("engram") or str(Path(sys.executable).with_name("engram")))
     parser.add_argument("--label", default="this build")
+    parser.add_argument("--same-key", action="store_true", help="every client writes the same key")
     parser.add_argument("--serve-arg", action="append", default=[], help="extra argument for engram serve")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        result = run(args.engram, Path(tmp) / "store", args.clients, args.seconds, args.serve_arg)
+        result = run(args.engram, Path(tmp) / "store", args.clients, args.seconds, args.serve_arg, args.same_key)
     result["label"] = args.label
     print(json.dumps(result))
 

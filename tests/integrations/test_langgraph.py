@@ -150,6 +150,17 @@ def test_async_twins_coalesce_into_one_commit(store: EngramStore) -> None:
     asyncio.run(scenario())
 
 
+def test_async_puts_to_one_item_each_become_a_version(store: EngramStore) -> None:
+    async def scenario() -> None:
+        await asyncio.gather(*(store.aput(("n",), "k", {"i": i}) for i in range(30)))
+        history = store.memory.history(("n",), "k")
+        assert [v.item.value["i"] for v in history if v.item is not None] == list(range(29, -1, -1))
+        item = await store.aget(("n",), "k")
+        assert item is not None and item.value == {"i": 29}
+
+    asyncio.run(scenario())
+
+
 @dataclass
 class Context:
     user_id: str

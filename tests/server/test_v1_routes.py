@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
+import httpx
 from fastapi.testclient import TestClient
 
 from engram.server import ServerConfig, create_app
@@ -153,3 +155,30 @@ def test_server_public_surface() -> None:
 
     assert engram.server.__all__ == ["ServerConfig", "create_app"]
     assert all(getattr(engram.server, name).__doc__ for name in engram.server.__all__)
+
+
+def test_v1_concurrent_puts_to_one_key_each_land_in_history(tmp_path: Path) -> None:
+    """200 concurrent PUTs of one key (the group commit's worst case): every acknowledged value is a version,
+    each response names its own commit holding its value, the newest of them holds the final value, and puts of
+    distinct keys sent beside them still share commits."""
+    app = create_app(ServerConfig(store=str(tmp_path / "store"), embedder="hashing"))
+
+    async def scenario() -> tuple[list[httpx.Response], list[httpx.Response]]:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://engram") as http:
+            same = [http.put("/v1/items", json={"namespace": ["n"], "key": "k", "value": {"i": i}}) for i in range(200)]
+            distinct = [http.put("/store/items", json={"namespace": ["d"], "key": f"k{i}", "value": {"i": i}})
+                        for i in range(50)]  # fmt: skip
+            done = await asyncio.gather(*same, *distinct)
+            return list(done[:200]), list(done[200:])
+
+    same, distinct = asyncio.run(scenario())
+    assert [r.status_code for r in same] == [200] * 200 and [r.status_code for r in distinct] == [204] * 50
+    with TestClient(app) as client:
+        versions = client.get("/v1/history", params={"namespace": "n", "key": "k"}).json()["versions"]
+        assert sorted(v["item"]["value"]["i"] for v in versions) == list(range(200))
+        for i, response in enumerate(same):
+            assert get(client, "k", namespace="n", at=response.json()["commit"]["id"])["value"] == {"i": i}
+        assert len({r.json()["commit"]["id"] for r in same}) == 200
+        assert get(client, "k", namespace="n")["value"] == versions[0]["item"]["value"]
+        commits = client.get("/v1/log", params={"limit": 1000}).json()["commits"]
+        assert len(commits) < 1 + 200 + 50  # the distinct keys rode along in the same-key commits

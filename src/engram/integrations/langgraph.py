@@ -229,7 +229,7 @@ class EngramStore(BaseStore):
         self._embedder: Embedder | str | None = raw or handle.pool.embedder or embedder
         self._vectors: FieldVectors | None = None
         self._vectors_lock = threading.Lock()
-        self._coalescer = Coalescer(self._execute)  # type: ignore[arg-type]
+        self._coalescer = Coalescer(self._execute, _written)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ the seam
 
@@ -239,8 +239,9 @@ class EngramStore(BaseStore):
         return self._execute(self._checked(ops))[0]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Async batch; concurrent calls in one event-loop tick share one engram batch (a call with a bad op
-        fails alone: ops are checked before they join it)."""
+        """Async batch; concurrent calls in one event-loop tick share one engram batch, or consecutive ones when
+        two calls write the same item, so each write is a version (a call with a bad op fails alone: ops are
+        checked before they join it)."""
         checked = self._checked(ops)
         return (await self._coalescer.submit(checked))[0]  # type: ignore[arg-type]
 
@@ -371,6 +372,11 @@ def _langgraph_namespace_errors() -> Iterator[None]:
         yield
     except errors.InvalidNamespaceError as exc:
         raise InvalidNamespaceError(str(exc)) from exc
+
+
+def _written(op: object) -> tuple[tuple[str, ...], str] | None:
+    """The item a LangGraph put writes (None for reads): the coalescer commits two writes of one item apart."""
+    return (tuple(op.namespace), str(op.key)) if isinstance(op, PutOp) else None
 
 
 def _encodable(namespace: Sequence[str]) -> None:

@@ -77,7 +77,8 @@ class Caller:
 
     async def write(self, op: PutOp, branch: str | None = None) -> Commit:
         """One put (or delete: a put of None), batched with the concurrent plain writes of this tenant, branch
-        and author into one commit, which is returned to each (the head when nothing changed)."""
+        and author into one commit (the next one when another of them writes the same key); returns the commit
+        holding this write (the head when nothing changed)."""
         target = branch or self.branch
         self.on(target).check_writable()
         batcher = self.tenants.coalescer(self.tenant, target, self.who.author)

@@ -131,7 +131,7 @@ class Tenants:
 
     def coalescer(self, tenant: str, branch: str, author: str) -> Coalescer:
         """The batcher of plain writes to ``branch`` of ``tenant`` by ``author``: concurrent writes in one
-        event-loop tick become one commit (DESIGN.md §2)."""
+        event-loop tick become one commit, or consecutive ones when two write the same key (DESIGN.md §2)."""
         key = (tenant, branch, author)
         with self._lock:
             found = self._coalescers.get(key)

@@ -1,5 +1,6 @@
 """The async facade: :class:`AsyncMemory` runs the synchronous core on worker threads and coalesces
-concurrent calls made in one event-loop tick into one :meth:`Memory.batch` (so one commit).
+concurrent calls made in one event-loop tick into one :meth:`Memory.batch` (so one commit), or into consecutive
+ones when two of them write the same key (so every write is a version).
 
 Every twin is written out with the sync method's signature, return value and docstring (a test compares
 the two surfaces so they cannot drift); the logic lives once, in :class:`Memory`.
@@ -8,7 +9,7 @@ the two surfaces so they cannot drift); the logic lives once, in :class:`Memory`
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from functools import partial
 from typing import Any, Literal, TypeVar
@@ -40,21 +41,41 @@ def twin(sync: Callable[..., Any]) -> Callable[[F], F]:
 
 
 Outcome = tuple[list[Any], Commit | None]
+Pending = list[tuple[list[Op], asyncio.Future[Outcome]]]
+
+
+def written_key(op: object) -> Hashable | None:
+    """The (namespace, key) an engram put writes, or None for any other op (or one too malformed to tell)."""
+    if not isinstance(op, PutOp):
+        return None
+    try:
+        found = (tuple(op.namespace), op.key)
+        hash(found)
+    except TypeError:  # validation rejects it when its batch runs
+        return None
+    return found
 
 
 class Coalescer:
     """Collects the ops submitted while the previous batch runs (at least one event-loop tick's) and runs them
-    as one batch in a thread: a group commit.
+    as few batches as it can in a thread: a group commit.
 
     ``run`` executes a list of ops and returns their results and the commit their writes made (see
-    :meth:`Memory.execute`); every submitter gets its own results and that shared commit. Batches of one
-    coalescer run one at a time (writers of one branch queue on it anyway), so under load each commit carries
-    everything that arrived while the previous one was being written.
+    :meth:`Memory.execute`); every submitter gets its own results and the commit that holds its writes. One
+    batch takes the submissions in arrival order until one writes a (namespace, key) an earlier one in it
+    already writes; that one starts the next batch, committed right after. So every acknowledged write is a
+    version in history (a batch never keeps only the last of two writes to a key), the last submitted value
+    is the final one, and writes to distinct keys still share one commit. Batches of one coalescer run one at
+    a time (writers of one branch queue on it anyway), so under load each commit carries what arrived while
+    the previous one was being written. ``written`` names the key an op writes (None: it writes nothing).
     """
 
-    def __init__(self, run: Callable[[list[Op]], Outcome]) -> None:
+    def __init__(
+        self, run: Callable[[list[Op]], Outcome], written: Callable[[Any], Hashable | None] = written_key
+    ) -> None:
         self._run = run
-        self._pending: list[tuple[list[Op], asyncio.Future[Outcome]]] = []
+        self._written = written
+        self._pending: Pending = []
         self._scheduled = False
         self._running = False
         self._tasks: set[asyncio.Task[None]] = set()
@@ -86,20 +107,47 @@ class Coalescer:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
 
-    async def _execute(self, pending: list[tuple[list[Op], asyncio.Future[Outcome]]]) -> None:
-        ops = [op for group, _ in pending for op in group]
-        try:
-            results, commit = await asyncio.to_thread(self._run, ops)
-        except BaseException as exc:  # every caller of this batch sees the failure
-            for _, future in pending:
+    def _split(self, pending: Pending) -> list[Pending]:
+        """Cut the submissions, in order, into batches in which no two submissions write the same key (one
+        submission is never cut: its own repeated writes keep :meth:`Memory.batch`'s last-wins rule)."""
+        batches: list[Pending] = []
+        current: Pending = []
+        seen: set[Hashable] = set()
+        for entry in pending:
+            keys = {key for op in entry[0] if (key := self._written(op)) is not None}
+            if current and not seen.isdisjoint(keys):
+                batches.append(current)
+                current, seen = [], set()
+            current.append(entry)
+            seen |= keys
+        if current:
+            batches.append(current)
+        return batches
+
+    async def _execute(self, pending: Pending) -> None:
+        batches = self._split(pending)
+        for n, batch in enumerate(batches):
+            ops = [op for group, _ in batch for op in group]
+            try:
+                results, commit = await asyncio.to_thread(self._run, ops)
+            except Exception as exc:  # every caller of this batch sees the failure; the next batches still run
+                _fail(batch, exc)
+                continue
+            except BaseException as exc:  # cancelled or exiting: nothing more runs
+                for rest in batches[n:]:
+                    _fail(rest, exc)
+                return
+            start = 0
+            for group, future in batch:
                 if not future.done():
-                    future.set_exception(exc)
-            return
-        start = 0
-        for group, future in pending:
-            if not future.done():
-                future.set_result((results[start : start + len(group)], commit))
-            start += len(group)
+                    future.set_result((results[start : start + len(group)], commit))
+                start += len(group)
+
+
+def _fail(batch: Pending, exc: BaseException) -> None:
+    for _, future in batch:
+        if not future.done():
+            future.set_exception(exc)
 
 
 def check_put(op: PutOp) -> PutOp:
@@ -119,8 +167,9 @@ class AsyncMemory:
     """Async twins of :class:`Memory`: ``aput``, ``aget``, ``asearch``, ``alog``, ``amerge`` ...
 
     Gets, puts, deletes, searches and namespace listings issued concurrently in one tick become one batch: one
-    commit for all their writes (a write naming its own ``author`` or ``message`` makes its own commit). Every
-    other twin runs its sync method in a worker thread.
+    commit for all their writes, or consecutive commits in call order when two calls write the same key (see
+    :class:`Coalescer`; a write naming its own ``author`` or ``message`` makes its own commit). Every other twin
+    runs its sync method in a worker thread.
     """
 
     def __init__(self, memory: Memory) -> None:
