@@ -33,7 +33,7 @@ from typing import Any, Literal, TypeVar
 
 import tenacity
 
-from engram.errors import CircuitOpenError, ConfigError
+from engram.errors import CircuitOpenError, ConfigError, InvalidInputError
 
 __all__ = [
     "DEFAULTS",
@@ -50,7 +50,10 @@ __all__ = [
     "retry_call",
     "s3_transient",
     "snapshot",
+    "states",
+    "track",
     "unregister",
+    "untrack",
 ]
 
 log = logging.getLogger("engram.breakers")
@@ -514,3 +517,47 @@ def s3_transient(exc: BaseException) -> bool:
             "IncompleteReadError",
         }
     )
+
+
+#: Breakers kept elsewhere (another library's, a sidecar's), each read through a function returning its state.
+_TRACKED: dict[str, Callable[[], str]] = {}
+#: Breaker states, in the order of ``engram_breaker_state``'s ``state`` label.
+STATES = ("closed", "half_open", "open")
+
+
+def track(name: str, state: Callable[[], str]) -> None:
+    """Report a breaker kept outside this module: ``state()`` returns ``closed``, ``half_open`` (or ``half-open``)
+    or ``open``, read by readiness and at each metrics scrape. Tracking a name again replaces it."""
+    if not name:
+        raise InvalidInputError("a breaker needs a name")
+    with _LOCK:
+        _TRACKED[name] = state
+
+
+def untrack(name: str) -> None:
+    """Stop reporting the breaker ``name`` (nothing happens if it is not tracked)."""
+    with _LOCK:
+        _TRACKED.pop(name, None)
+
+
+def states() -> dict[str, str]:
+    """Breaker name -> state (``closed``, ``half_open``, ``open``; ``unknown`` when it cannot be read): the tracked
+    breakers and this process's :class:`CircuitBreaker` s, by name."""
+    with _LOCK:
+        tracked = dict(_TRACKED)
+    found = {name: _normal(_read(state)) for name, state in tracked.items()}
+    for name, each in snapshot().items():
+        found.setdefault(name, _normal(each.get("state", "unknown")))
+    return dict(sorted(found.items()))
+
+
+def _read(state: Callable[[], str]) -> str:
+    try:
+        return state()
+    except Exception:  # a breaker that cannot say its state is reported, never raised from a check or a scrape
+        return "unknown"
+
+
+def _normal(state: Any) -> str:
+    text = str(getattr(state, "value", state)).lower().replace("-", "_")
+    return text if text in STATES else "unknown"

@@ -29,7 +29,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
-from engram.ops import metrics
+from engram import breakers as engram_breakers
 from engram.redaction import redact_url
 from engram.repo import Repository
 from engram.store import Memory
@@ -126,7 +126,7 @@ def readiness(
         memory = opened_memory()
         if memory is None:
             return None
-        lag = metrics.index_lag(memory).get(memory.branch)
+        lag = memory.index_lags().get(memory.branch)
         found: Check = {"engine": "postgres" if memory.pool.sql is not None else "in-process", "branch": memory.branch}
         if lag is None:
             return {**found, "lag": None}  # not loaded yet: built at the next search
@@ -148,7 +148,7 @@ def readiness(
     def breakers() -> Check | None:
         # Informational: the component behind an open breaker fails its own check (the breaker refuses the
         # probe), and breakers of dependencies this store does not use must not degrade it.
-        states = metrics.breaker_states()
+        states = engram_breakers.states()
         if not states:
             return None
         return {"states": states, "open": [name for name, state in states.items() if state != "closed"]}
@@ -173,8 +173,15 @@ def readiness(
     degraded = any(check.get("degraded") or (not check.get("ok") and name not in deciding)
                    for name, check in checks.items())  # fmt: skip
     report = Readiness(ready, "down" if not ready else "degraded" if degraded else "ok", checks)
-    metrics.record_readiness(report)
+    with _lock:
+        _last[:] = [report]
     return report
+
+
+def last_readiness() -> Readiness | None:
+    """The last readiness check of this process (None before the first): what ``/metrics`` exports."""
+    with _lock:
+        return _last[0] if _last else None
 
 
 class CheckFailed(Exception):
@@ -249,6 +256,7 @@ def _remote_check(url: str) -> Future[Check | None]:
 
 
 _lock = threading.Lock()
+_last: list[Readiness] = []
 #: Checks running now: (id of what they check, component) -> (that object, kept alive meanwhile; its future).
 _running: dict[tuple[int, str], tuple[object, Future[Check | None]]] = {}
 
@@ -284,4 +292,4 @@ def _run(key: tuple[int, str], future: Future[Check | None], work: Callable[[], 
     future.set_result(result)
 
 
-__all__ = ["REMOTE_TTL", "TIMEOUT", "Check", "CheckFailed", "Readiness", "probe_store", "readiness"]
+__all__ = ["REMOTE_TTL", "TIMEOUT", "Check", "CheckFailed", "Readiness", "last_readiness", "probe_store", "readiness"]

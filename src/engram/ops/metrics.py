@@ -19,11 +19,10 @@ The metric names are listed in ``docs/operations.md`` (section Metrics).
 
 from __future__ import annotations
 
-import importlib
 import shutil
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,28 +31,27 @@ from prometheus_client import generate_latest, write_to_textfile
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from engram import breakers
 from engram.errors import InvalidInputError
 from engram.observe import backup_succeeded, registry
+from engram.ops.health import last_readiness
 from engram.redaction import scrub, scrub_value
 from engram.store import Memory
 from engram.store.indexing import IndexLag
 
 if TYPE_CHECKING:
-    from engram.ops.health import Readiness
     from engram.ops.tenants import TenantPool
 
 #: The content type of :func:`exposition`: Prometheus text format 0.0.4, which every Prometheus reads (engram's
 #: metric names are plain ASCII, so the text is the same in the newer formats).
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: Breaker states, in the order of ``engram_breaker_state``'s ``state`` label.
-BREAKER_STATES = ("closed", "half_open", "open")
+BREAKER_STATES = breakers.STATES
 
 _lock = threading.Lock()
-_breakers: dict[str, Callable[[], str]] = {}
 _memories: dict[int, tuple[str, weakref.ref[Memory]]] = {}
 _pools: dict[int, weakref.ref[TenantPool]] = {}
 _disks: dict[str, Path] = {}  # label -> path
-_readiness: list[Readiness] = []
 
 
 def exposition() -> bytes:
@@ -83,58 +81,10 @@ def write_textfile(path: str | Path, names: Iterable[str] = ("engram_last_backup
 # ---------------------------------------------------------------------------------- circuit breakers
 
 
-def track_breaker(name: str, state: Callable[[], str]) -> None:
-    """Export the circuit breaker ``name``: ``state()`` returns ``closed``, ``half_open`` (or ``half-open``)
-    or ``open``, read at each scrape and by readiness. Tracking a name again replaces it."""
-    if not name:
-        raise InvalidInputError("a breaker needs a name")
-    with _lock:
-        _breakers[name] = state
-
-
-def untrack_breaker(name: str) -> None:
-    """Stop exporting the breaker ``name`` (nothing happens if it is not tracked)."""
-    with _lock:
-        _breakers.pop(name, None)
-
-
-def breaker_states() -> dict[str, str]:
-    """Breaker name -> state (``closed``, ``half_open``, ``open``): the tracked breakers, and those of
-    :mod:`engram.breakers` when that module is installed. A breaker whose state cannot be read is ``unknown``."""
-    with _lock:
-        tracked = dict(_breakers)
-    states = {name: _normal(_read(state)) for name, state in tracked.items()}
-    for name, found in _module_breakers().items():
-        states.setdefault(name, _normal(found))
-    return dict(sorted(states.items()))
-
-
-def _read(state: Callable[[], str]) -> str:
-    try:
-        return state()
-    except Exception:  # a breaker that cannot say its state is reported, never raised from a scrape
-        return "unknown"
-
-
-def _normal(state: Any) -> str:
-    text = str(getattr(state, "value", state)).lower().replace("-", "_")
-    return text if text in BREAKER_STATES else "unknown"
-
-
-def _module_breakers() -> dict[str, Any]:
-    """``engram.breakers.snapshot()``: name -> state (or a dict holding ``state``), if that module exists."""
-    try:
-        module = importlib.import_module("engram.breakers")
-    except ImportError:
-        return {}
-    snapshot = getattr(module, "snapshot", None)
-    if snapshot is None:
-        return {}
-    try:
-        found = snapshot()
-    except Exception:  # see _read
-        return {}
-    return {name: value.get("state", "unknown") if isinstance(value, dict) else value for name, value in found.items()}
+#: Breakers are reported by :mod:`engram.breakers`, where they are kept: these names stay for callers of this module.
+track_breaker = breakers.track
+untrack_breaker = breakers.untrack
+breaker_states = breakers.states
 
 
 # ---------------------------------------------------------------------------------- index lag
@@ -154,15 +104,9 @@ def track_pool(pool: TenantPool) -> None:
 
 
 def index_lag(memory: Memory) -> dict[str, IndexLag]:
-    """Branch -> how far its search index is behind the head (:meth:`engram.store.Memory.index_lag`: commits,
-    vectors still to make, vectors waiting for the ANN graph), for the branches whose index is loaded in this
-    process, and the handle's branch when search runs in PostgreSQL. An index not loaded yet is left out: it is
-    built at the next search, and reporting it as lagging would alert on every idle tenant."""
-    branches = set(memory.pool.synced())
-    if memory.pool.sql is not None:
-        branches.add(memory.branch)
-    heads = memory.repo.branches()
-    return {branch: memory.index_lag(branch) for branch in sorted(branches) if branch in heads}
+    """Branch -> how far its search index is behind the head, for the branches whose index is loaded
+    (:meth:`engram.store.Memory.index_lags`)."""
+    return memory.index_lags()
 
 
 def _tracked_memories() -> Iterator[tuple[str, Memory]]:
@@ -202,14 +146,6 @@ def track_disk(path: str | Path, name: str = "store") -> None:
         raise InvalidInputError("a disk needs a name")
     with _lock:
         _disks[scrub(name)] = Path(path)
-
-
-def record_readiness(report: Readiness) -> None:
-    """Keep ``report`` as the last readiness check, exported as ``engram_ready`` and each component's
-    ``engram_component_up`` / ``engram_component_check_seconds`` (:func:`engram.ops.health.readiness` calls it
-    on every check; nothing is exported before the first)."""
-    with _lock:
-        _readiness[:] = [report]
 
 
 class _ScrapeCollector(Collector):
@@ -260,11 +196,11 @@ class _ScrapeCollector(Collector):
 
 
 def _readiness_metrics() -> Iterator[Metric]:
-    with _lock:
-        found = list(_readiness)
-    if not found:
+    """The last readiness check (:func:`engram.ops.health.last_readiness`) as ``engram_ready`` and each component's
+    ``engram_component_up`` / ``engram_component_check_seconds``; nothing before the first check."""
+    report = last_readiness()
+    if report is None:
         return
-    report = found[0]
     yield GaugeMetricFamily("engram_ready", "1 when the last readiness check found the store ready, else 0.",
                             value=1 if report.ready else 0)  # fmt: skip
     up = GaugeMetricFamily("engram_component_up", "1 when a component passed its last readiness check, else 0.",
@@ -288,7 +224,6 @@ __all__ = [
     "breaker_states",
     "exposition",
     "index_lag",
-    "record_readiness",
     "registry",
     "start_http_server",
     "track_breaker",

@@ -154,6 +154,14 @@ class Memory(Reader, Versioned):
         Cheap, and it changes nothing: metrics and health checks read it."""
         return self.pool.lag(branch or self._branch)
 
+    def index_lags(self) -> dict[str, IndexLag]:
+        """:meth:`index_lag` of every branch whose index is loaded in this process (and this handle's branch when
+        search runs in PostgreSQL). An index not loaded yet is left out: it is built at the next search, and
+        reporting it as lagging would alert on every idle tenant (what ``/readyz`` and ``/metrics`` show)."""
+        branches = set(self.pool.synced()) | ({self._branch} if self.pool.sql is not None else set())
+        heads = self.repo.branches()
+        return {branch: self.index_lag(branch) for branch in sorted(branches) if branch in heads}
+
     def reindex(
         self,
         progress: Callable[[int], None] | None = None,
