@@ -53,6 +53,7 @@ from engram.index.pgpast import PastOverlay, term_stats
 from engram.index.pgquery import PgQuery
 from engram.index.pgrows import counts_of, vector_text
 from engram.index.pgschema import SEARCH_MIGRATIONS
+from engram.index.pgseam import PreFilter
 from engram.index.pgsettle import Settler
 from engram.index.pgwrite import SMALL_WRITE, Head, Plan, lag, write
 from engram.index.ranking import Hits, Request
@@ -61,9 +62,6 @@ from engram.repo import HEADS, Repository
 from engram.tree import diff_trees, empty_tree
 
 _log = logging.getLogger(__name__)
-
-#: A filter pushed down to SQL: a boolean SQL expression over ``value`` and the parameters it names.
-PreFilter = tuple[str, dict[str, Any]]
 
 
 #: Below this many items a branch's vectors are scanned exactly; from it on, through the HNSW index.
@@ -502,4 +500,4 @@ class PgEngine:
         return self._queries.get(self.embedder, text)
 
 
-__all__ = ["EXACT_BELOW", "SEARCH_MIGRATIONS", "PgEngine", "PreFilter", "has_pgvector"]
+__all__ = ["EXACT_BELOW", "SEARCH_MIGRATIONS", "PgEngine", "has_pgvector"]

@@ -29,7 +29,7 @@ import logging
 import math
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -44,6 +44,7 @@ from engram.index.doclist import Doc, confidence_of
 from engram.index.pglists import CONFIDENT, FRESH, NEWEST, SLACK, VECTOR, Lists, Reads
 from engram.index.pgpast import PastOverlay, with_overlay
 from engram.index.pgrows import counts_of, like_prefix, vector_text
+from engram.index.pgseam import PreFilter, SearchEngine
 from engram.index.pgsnapshot import Session, Start, read_start
 from engram.index.ranking import (
     KEYWORD_WEIGHT,
@@ -66,9 +67,6 @@ from engram.objects import Record, decode_record
 
 _log = logging.getLogger(__name__)
 
-if TYPE_CHECKING:
-    from engram.index.pgengine import PgEngine, PreFilter
-
 
 #: A scope of at most this many items is read, records and cosines included, in one statement with the COMMIT.
 SMALL_SCOPE = 1_000
@@ -82,7 +80,7 @@ class PgQuery:
 
     def __init__(
         self,
-        engine: PgEngine,
+        engine: SearchEngine,
         branch: str,
         request: Request,
         prefilter: PreFilter | None,

@@ -12,7 +12,8 @@ import json
 from typing import Any
 
 from engram.hashing import ChunkId
-from engram.index.pgengine import EXACT_BELOW, SEARCH_MIGRATIONS, PgEngine, PreFilter, has_pgvector
+from engram.index.pgengine import EXACT_BELOW, SEARCH_MIGRATIONS, PgEngine, has_pgvector
+from engram.index.pgseam import PreFilter
 from engram.store.filters import And, Compare, Filter, Nor, Not, Or, compile_filter
 from engram.store.item import SearchResults
 from engram.store.ops import SearchOp
