@@ -14,11 +14,12 @@ from __future__ import annotations
 import threading
 import time
 
+from engram._filter_cases import FILTER_CASES, FILTER_DOCS, INVALID_FILTERS
 from engram.backends.base import ChunkStore, RefStore, now_ms
 from engram.errors import ChunkNotFoundError
 from engram.hashing import chunk_id
 
-__all__ = ["ChunkStoreContract", "RefStoreContract"]
+__all__ = ["FILTER_CASES", "FILTER_DOCS", "INVALID_FILTERS", "ChunkStoreContract", "RefStoreContract"]
 
 _A, _B, _C = (chunk_id(bytes([i])) for i in range(3))
 
@@ -195,8 +196,3 @@ class RefStoreContract:
             t.join()
         assert len(wins) == 100
         assert len(refs.reflog("heads/main")) == 101
-
-
-from engram._filter_cases import FILTER_CASES, FILTER_DOCS, INVALID_FILTERS  # noqa: E402
-
-__all__ += ["FILTER_CASES", "FILTER_DOCS", "INVALID_FILTERS"]

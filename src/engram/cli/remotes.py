@@ -15,6 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from engram.backends import MemoryChunkStore, MemoryRefStore
 from engram.cli._common import counter, emit, err, friendly, locate, opened_url, out, plural, store_of, when
 from engram.ops import backup as backups
+from engram.ops.metrics import write_textfile
 from engram.ops.remotes import Remote, RemoteConfig, TransferReport, open_remote, remote_config
 from engram.ops.remotes import clone_into as clone_remote
 from engram.ops.remotes import fetch as fetch_remote
@@ -225,8 +226,6 @@ def backup_create(ctx: click.Context, remote_name: str, name: str | None, metric
     with _progress() as progress:
         made, report = backups.create_backup(mem.repo, target, name, actor=mem.author, progress=progress)
     if metrics_file is not None:
-        from engram.ops.metrics import write_textfile  # issue #15
-
         write_textfile(metrics_file)
     items, sent = plural(sum(made.items.values()), "item"), plural(report.chunks, "chunk")
     out.print(f"backup [green]{escape(made.name)}[/green]: {items}, sent {sent} ({_size(report.bytes)}), "

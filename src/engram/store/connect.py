@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from engram.backends import ChunkStore, LruChunkStore, MemoryChunkStore, MemoryRefStore, RefStore, open_sqlite
+from engram.backends.sqlite import SqliteDatabase
 from engram.backends.wrappers import CacheCountingChunkStore, MeteredChunkStore, MeteredRefStore
 from engram.embed import Embedder
 from engram.errors import ConfigError, RefNotFoundError
-from engram.index.cache import MemoryVectorCache, SqliteVectorCache, VectorCache
+from engram.index.cache import MemoryVectorCache, PostgresVectorCache, SqliteVectorCache, VectorCache
 from engram.redaction import redact_url
 from engram.repo import Repository
 from engram.store.aio import AsyncMemory
@@ -214,8 +215,7 @@ def _open(url: str | None, redis: str | None = None) -> tuple[Repository, Vector
     cache: VectorCache
     pg_refs: Any = None
     if url is not None and url.startswith(POSTGRES_SCHEMES):
-        from engram.backends.postgres import open_postgres
-        from engram.index.cache import PostgresVectorCache
+        from engram.backends.postgres import open_postgres  # psycopg is an optional dependency
 
         conninfo, repo_id, in_url = split_postgres_url(url)
         s3_chunks = s3_chunk_store(url, repo_id)  # chunks in S3, refs and indexes in PostgreSQL (issue #17)
@@ -254,8 +254,6 @@ def shared_vector_cache(path: str | Path) -> VectorCache:
     key = str(Path(path).expanduser().resolve())
     found = _VECTOR_FILES.get(key)
     if found is None:
-        from engram.backends.sqlite import SqliteDatabase
-
         found = _VECTOR_FILES.setdefault(key, SqliteVectorCache(SqliteDatabase(key)))
     return found
 

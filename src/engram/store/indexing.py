@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engram.embed import embedder_from_spec
 from engram.embed.base import Embedder, EmbedderMismatchError, embedder_spec
 from engram.errors import ConfigError, RefNotFoundError
 from engram.hashing import ChunkId
@@ -99,8 +100,6 @@ _AUTO_LOCK = threading.Lock()
 
 
 def _shared_embedder(spec: str) -> Embedder:
-    from engram.embed import embedder_from_spec
-
     with _AUTO_LOCK:
         found = _AUTO.get(spec)
         if found is None:
@@ -111,8 +110,6 @@ def _shared_embedder(spec: str) -> Embedder:
 def choose_embedder(repo: Repository, embedder: Embedder | str | None, *, reembed: bool = False) -> Embedder | None:
     """The embedder a store opens with: ``"auto"`` is the one it records (else MiniLM); another one than it
     records raises :class:`EmbedderMismatchError` unless ``reembed`` (then it is recorded instead)."""
-    from engram.embed import embedder_from_spec
-
     if embedder is None:
         return None
     found = recorded_embedder(repo)

@@ -36,7 +36,7 @@ from typing import Any, Literal, TypeVar
 from engram.backends import ChunkStore, ForwardingChunkStore, LruChunkStore
 from engram.errors import ConfigError, InvalidRefError, NotFoundError, ReadOnlyError, StorageError
 from engram.hashing import ID_SIZE, ChunkId
-from engram.index.cache import MemoryVectorCache, VectorCache
+from engram.index.cache import MemoryVectorCache, PostgresVectorCache, VectorCache
 from engram.objects import Commit
 from engram.repo import Repository
 from engram.store.connect import POSTGRES_SCHEMES, s3_chunk_store, split_postgres_url, store_options
@@ -411,8 +411,7 @@ def replica_opener(replica_url: str, primary_url: str, primary: Callable[[], Mem
         raise ConfigError(f"read replicas are PostgreSQL standbys of a PostgreSQL store, not {replica_url!r}")
 
     def open_replica() -> Memory:
-        from engram.backends.postgres import PostgresChunkStore, PostgresRefStore, shared_database
-        from engram.index.cache import PostgresVectorCache
+        from engram.backends.postgres import PostgresChunkStore, PostgresRefStore, shared_database  # psycopg: optional
 
         conninfo = split_postgres_url(replica_url)[0]
         primary_conninfo, repo_id, _ = split_postgres_url(primary_url)

@@ -32,7 +32,7 @@ from engram.backends.postgres import (
 from engram.errors import ConflictError, IntegrityError, InvalidInputError, NotFoundError
 from engram.maintenance import fsck
 from engram.ops.remotes.sync import copy_chunks
-from engram.ops.shards._rendezvous import STATUSES, Shard
+from engram.ops.shards._rendezvous import STATUSES, Shard, rendezvous
 from engram.ops.shards.catalog import WRITE_WAIT, ShardCatalog
 from engram.repo import HEADS
 from engram.store.connect import POSTGRES_SCHEMES, split_postgres_url
@@ -218,8 +218,6 @@ def _database_name(conninfo: str) -> str:
 def misplaced(catalog: ShardCatalog) -> dict[str, tuple[str, str]]:
     """Pinned tenants that hash to another active shard, or live on a draining one: ``{tenant: (shard, where it
     belongs)}`` (what :func:`rebalance` moves)."""
-    from engram.ops.shards._rendezvous import rendezvous
-
     current = catalog.load()
     out: dict[str, tuple[str, str]] = {}
     for tenant, shard in sorted(current.overrides.items()):
