@@ -1,4 +1,4 @@
-"""Parsing of ref expressions and validation of branch and tag names (no I/O)."""
+"""Parsing of ref expressions and times (no I/O); the rules for branch and tag names live in :mod:`engram._names`."""
 
 from __future__ import annotations
 
@@ -7,12 +7,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from engram import clock
+from engram._names import refuse_nul
 from engram.errors import InvalidRefError
 
-_EXPR = re.compile(r"^(?P<base>[^~^@{}]*)(?:@\{(?P<time>[^{}]*)\})?(?P<nav>(?:[~^][0-9]*)*)$")
+_EXPR = re.compile(r"(?P<base>[^~^@{}]*)(?:@\{(?P<time>[^{}]*)\})?(?P<nav>(?:[~^][0-9]*)*)")
 _NAV = re.compile(r"([~^])([0-9]*)")
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/-]*$")
-HEX = re.compile(r"^[0-9a-f]{7,40}$")
 #: The most parent steps one expression may take (``HEAD~1000000`` walks a million commits; more is a typo).
 MAX_STEPS = 1_000_000
 
@@ -33,7 +32,7 @@ def parse(expr: str) -> RefExpr:
     """Parse ``HEAD``, ``main``, ``v1``, ``a1b2c3d``, ``HEAD~3``, ``main^2``, ``main@{2026-11-20T11:15:00Z}``,
     ``main@{yesterday}``, ``main@{3 days ago}``."""
     refuse_nul(expr, "ref expression")
-    match = _EXPR.match(expr.strip())
+    match = _EXPR.fullmatch(expr.strip())
     if match is None or (not match.group("base") and match.group("time") is None):
         raise InvalidRefError(
             f"cannot parse ref {expr!r}: use a branch, tag or commit id, optionally followed by "
@@ -56,7 +55,7 @@ def parse(expr: str) -> RefExpr:
 
 
 #: ``3 days ago``, ``2.days.ago``, ``1 hour ago``, ``90 minutes ago`` (git's approxidate forms engram reads).
-_RELATIVE = re.compile(r"^(?P<n>[0-9]{1,9})[ .]*(?P<unit>[a-z]+?)s?[ .]+ago$")
+_RELATIVE = re.compile(r"(?P<n>[0-9]{1,9})[ .]*(?P<unit>[a-z]+?)s?[ .]+ago")
 _UNITS_MS = {
     "second": 1000, "sec": 1000, "minute": 60_000, "min": 60_000, "hour": 3_600_000, "day": 86_400_000,
     "week": 7 * 86_400_000, "month": 30 * 86_400_000, "year": 365 * 86_400_000,
@@ -88,7 +87,7 @@ def _relative_ms(text: str) -> int | None:
         return 0
     if text == "yesterday":
         return _UNITS_MS["day"]
-    match = _RELATIVE.match(text)
+    match = _RELATIVE.fullmatch(text)
     if match is None:
         return None
     unit = _UNITS_MS.get(match.group("unit"))
@@ -113,34 +112,3 @@ def format_ms(time_ms: int) -> str:
         return datetime.fromtimestamp(time_ms / 1000, tz=UTC).isoformat()
     except (OverflowError, ValueError, OSError):
         return f"{time_ms} ms since the epoch"
-
-
-#: The longest branch or tag name (ASCII only, so also bytes): refs are keys of a database index on every backend.
-MAX_NAME = 255
-
-
-def check_name(name: str, kind: str) -> str:
-    """Return ``name`` if it is a valid branch or tag name, else raise :class:`InvalidRefError`."""
-    if isinstance(name, str):
-        refuse_nul(name, f"{kind} name")
-        if len(name) > MAX_NAME:
-            raise InvalidRefError(f"a {kind} name has at most {MAX_NAME} characters, not {len(name):,}")
-    if (
-        not isinstance(name, str)
-        or not _NAME.match(name)
-        or ".." in name
-        or name.endswith((".", "/", ".lock"))
-        or "//" in name
-        or name == "HEAD"
-    ):
-        raise InvalidRefError(
-            f"invalid {kind} name {name!r}: use letters, digits and . _ / -, starting with a letter, "
-            "digit or _, without '..' (and not 'HEAD')"
-        )
-    return name
-
-
-def refuse_nul(text: str, what: str) -> None:
-    """Raise :class:`InvalidRefError` when ``text`` holds U+0000, which no ref name can (nor PostgreSQL text)."""
-    if isinstance(text, str) and "\x00" in text:
-        raise InvalidRefError(f"U+0000 (NUL) cannot be stored, so no ref has it: found in the {what} {text!r}")

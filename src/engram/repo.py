@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from engram import _refs, maintenance, observe
+from engram._names import COMMIT_ID, MIN_ID_PREFIX, new_ref_name, ref_name, refuse_nul
 from engram.backends.base import ChunkStore, RefStore, now_ms
 from engram.errors import (
     AmbiguousRefError,
@@ -130,7 +131,7 @@ class Repository:
 
     def head(self, branch: str) -> ChunkId:
         """The head commit id of a branch."""
-        _refs.refuse_nul(branch, "branch name")
+        refuse_nul(branch, "branch name")
         cid = self.refs.get(HEADS + branch)
         if cid is None:
             raise RefNotFoundError(f"branch {branch!r} does not exist; branches: {self._names(HEADS)}")
@@ -172,13 +173,13 @@ class Repository:
             cid = self.refs.get(prefix + name) if prefix or "/" in name else None
             if cid is not None:
                 return cid
-        if len(name) == 2 * ID_SIZE and _refs.HEX.match(name):
+        if len(name) == 2 * ID_SIZE and COMMIT_ID.fullmatch(name):
             return self.commit(bytes.fromhex(name)).id  # a full id: no range scan
-        if _refs.HEX.match(name):
+        if COMMIT_ID.fullmatch(name):
             return self._by_prefix(name)
         raise RefNotFoundError(
             f"unknown ref {expr!r}: not a branch ({self._names(HEADS)}), a tag ({self._names(TAGS)}) "
-            "or a commit id (use at least 7 hex characters)"
+            f"or a commit id (use at least {MIN_ID_PREFIX} hex characters)"
         )
 
     def _by_prefix(self, prefix: str) -> ChunkId:
@@ -198,7 +199,7 @@ class Repository:
         return commits[0]
 
     def _as_of(self, branch: str, time_ms: int) -> ChunkId:
-        _refs.check_name(branch, "branch")
+        ref_name(branch, "branch")
         cid = self.refs.value_at(HEADS + branch, time_ms)
         if cid is not None:
             return cid
@@ -211,7 +212,7 @@ class Repository:
 
     def create_branch(self, name: str, at: ChunkId, author: str = "") -> None:
         """Create branch ``name`` pointing at commit ``at``."""
-        _refs.check_name(name, "branch")
+        new_ref_name(name, "branch")
         self.commit(at)
         if not self.refs.set(HEADS + name, at, None, actor=author, reason=f"branch: created at {at.hex()}"):
             raise RefExistsError(f"branch {name!r} already exists")
@@ -226,14 +227,14 @@ class Repository:
 
     def tag(self, name: str, at: ChunkId, author: str = "") -> None:
         """Create tag ``name`` at commit ``at`` (tags never move)."""
-        _refs.check_name(name, "tag")
+        new_ref_name(name, "tag")
         self.commit(at)
         if not self.refs.set(TAGS + name, at, None, actor=author, reason="tag"):
             raise RefExistsError(f"tag {name!r} already exists; delete it first to move it")
 
     def delete_tag(self, name: str, author: str = "") -> None:
         """Delete a tag."""
-        _refs.refuse_nul(name, "tag name")
+        refuse_nul(name, "tag name")
         current = self.refs.get(TAGS + name)
         if current is None:
             raise RefNotFoundError(f"tag {name!r} does not exist; tags: {self._names(TAGS)}")

@@ -20,6 +20,7 @@ from services import unavailable
 
 from engram.ops.alerts import ALERTMANAGER_EXAMPLE, RULES
 from engram.server import ServerConfig, create_app
+from engram.server.framing import uvicorn_options
 
 HERE = Path(__file__).resolve().parent
 RULE_TESTS = HERE / "alerts" / "engram-rules.test.yml"
@@ -86,7 +87,7 @@ def engram_server(tmp_path: Path) -> Iterator[str]:
     """A running engram server (uvicorn, in a thread) on a SQLite store; its base URL."""
     port = free_port()
     app = create_app(ServerConfig(store=str(tmp_path / "store"), embedder="hashing"))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", **uvicorn_options()))
     thread = threading.Thread(target=server.run, name="engram-test-server", daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"

@@ -246,9 +246,12 @@ class ThreadedServer:
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        from engram.server.framing import uvicorn_options
+
         config = uvicorn.Config(
-            app, host="127.0.0.1", port=self.port, log_level="error", lifespan="on", access_log=False
-        )
+            app, host="127.0.0.1", port=self.port, log_level="error", lifespan="on", access_log=False,
+            **uvicorn_options(),
+        )  # fmt: skip
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="reliability-uvicorn", daemon=True)
 

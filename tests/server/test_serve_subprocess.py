@@ -117,3 +117,21 @@ def test_serve_docs_curl_examples_run_against_a_real_server(tmp_path: Path, serv
     assert any(c["message"].startswith("revert") for c in log) and any(c["author"] == "agent-7" for c in log)
     code, out, err = server.stop()
     assert code == 0 and f"API keys from {store / 'keys.json'}" in out, (out, err)
+
+
+def test_serve_refuses_ambiguous_framing_and_cuts_off_slow_headers(tmp_path: Path, servers: list[Server]) -> None:
+    server = Server(tmp_path / "store", "--header-timeout", "0.5")
+    servers.append(server)
+    smuggled = b"GET /healthz HTTP/1.1\r\nHost: smuggled\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(
+            b"POST /store/items/search HTTP/1.1\r\nHost: test\r\nContent-Length: %d\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n%s" % (5 + len(smuggled), smuggled)
+        )
+        answered = b"".join(iter(lambda: sock.recv(65536), b""))  # until the server closes the connection
+    assert re.findall(rb"HTTP/1\.1 ([0-9]{3}) ", answered) == [b"400"], answered
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        started = time.monotonic()
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: test\r\n")  # never finished
+        answered = b"".join(iter(lambda: sock.recv(65536), b""))
+    assert answered.startswith(b"HTTP/1.1 408 ") and time.monotonic() - started < 15

@@ -163,8 +163,11 @@ def test_values_and_names_json_cannot_carry_are_rejected_cleanly(mem: Memory) ->
         with pytest.raises(engram.InvalidInputError, match="ttl"):
             mem.put(("a",), "k", {}, ttl=ttl)
     assert len(mem.log()) == 1  # nothing was written
-    mem.put(("tab\there",), "k", {})  # LangGraph's label rule: control characters other than U+001F are fine
+    mem.put(("tab\there",), "k", {})  # LangGraph's label rule: tab and newline are fine (engram._names)
     assert mem.get(("tab\there",), "k") is not None
+    with pytest.raises(engram.InvalidNamespaceError, match="U\\+000D"):  # other controls are not
+        mem.put(("cr\rhere",), "k", {})
+    assert mem.get(("cr\rhere",), "k") is None  # a read with one is no error: older data stays readable
 
 
 def test_extreme_refs_and_scores_are_user_errors(mem: Memory) -> None:

@@ -22,6 +22,7 @@ import uvicorn
 import engram
 from engram import clock
 from engram.server import ServerConfig, create_app
+from engram.server.framing import uvicorn_options
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -75,7 +76,9 @@ class ThreadServer:
     def __init__(self, config: ServerConfig) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        settings = uvicorn.Config(create_app(config), host="127.0.0.1", port=self.port, log_level="warning")
+        settings = uvicorn.Config(
+            create_app(config), host="127.0.0.1", port=self.port, log_level="warning", **uvicorn_options()
+        )
         self.server = uvicorn.Server(settings)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()

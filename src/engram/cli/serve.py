@@ -22,6 +22,7 @@ from engram.ops.schedule import parse_duration
 from engram.ops.tenants import MAX_OPEN
 from engram.server.app import create_app
 from engram.server.config import MiB, ServerConfig
+from engram.server.framing import HEADER_TIMEOUT, uvicorn_options
 
 _keys_file = click.option(
     "--keys-file",
@@ -90,6 +91,8 @@ def _config(ctx: click.Context, keys_file: Path | None, max_body: int = MiB, **e
     show_default=True,
     help="auto: merge each writer run; review: leave its branch for approve/reject.",
 )
+@click.option("--header-timeout", default=HEADER_TIMEOUT, show_default=True, type=click.FloatRange(0, min_open=True),
+              metavar="SECONDS", help="Close a connection whose request line and headers take longer.")  # fmt: skip
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["critical", "error", "warning", "info", "debug"]))  # fmt: skip
 @click.option("--backup-every", type=Duration(), metavar="DURATION",
@@ -106,7 +109,7 @@ def _config(ctx: click.Context, keys_file: Path | None, max_body: int = MiB, **e
 def serve(
     ctx: click.Context, host: str, port: int, keys_file: Path | None, max_body: int, max_tenants: int,
     index_delay: float, no_background_index: bool, writer_extractor: str, writer_interval: int, writer_policy: str,
-    log_level: str, backup_every: float | None, backup_remote: str, shard_catalog: str | None,
+    header_timeout: float, log_level: str, backup_every: float | None, backup_remote: str, shard_catalog: str | None,
     replicas: tuple[str, ...], replica_max_lag: float,
 ) -> None:  # fmt: skip
     """Serve the HTTP API: LangGraph's store routes, /v1 versioning routes, docs at /docs."""
@@ -132,7 +135,7 @@ def serve(
         escape(f"engram serving http://{shown}:{port} (store {config.store or './.engram'}, docs at /docs; {access})"),
         soft_wrap=True,
     )
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, **uvicorn_options(header_timeout))
 
 
 def _ring(ctx: click.Context) -> KeyRing:

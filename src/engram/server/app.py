@@ -28,6 +28,7 @@ from engram.server import schemas as s
 from engram.server.config import ServerConfig, Tenants
 from engram.server.consistency import ConsistencyHeaders, ReplicaRouter, note_commit, note_written, routed
 from engram.server.errors import StrictRoute, install
+from engram.server.framing import RefuseAmbiguousLength
 from engram.store import Memory, SearchResults
 from engram.store.aio import check_put
 from engram.store.ops import NOT_PROVIDED, PutOp
@@ -517,6 +518,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
     app.state.replicas = ReplicaRouter(config, local, shards=state.tenants.router)  # read replicas (issue #17)
     install(app, config.max_body)
     app.add_middleware(ConsistencyHeaders)
+    app.add_middleware(RefuseAmbiguousLength)  # outermost: before anything reads the body
     for routes in (store, v1):
         routes.install(app)
     app.include_router(__import__("engram.server.channels", fromlist=["routes"]).routes)  # issue #13 (imports app)

@@ -214,7 +214,10 @@ class ConsistencyHeaders:
                 state = scope.get("state") or {}
                 extra = [(COMMIT_HEADER, state.get(_TOKEN)), (SERVED_BY_HEADER, state.get(_SERVED))]
                 headers = list(message.get("headers", []))
-                headers += [(name.lower().encode(), value.encode()) for name, value in extra if value]
+                # A header value holds visible ASCII only: a token of a branch named before the name rules (a
+                # newline in it) is left out rather than breaking the response.
+                headers += [(name.lower().encode(), value.encode()) for name, value in extra
+                            if value and value.isascii() and value.isprintable()]  # fmt: skip
                 message = {**message, "headers": headers}
             await send(message)
 

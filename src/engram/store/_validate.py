@@ -4,9 +4,11 @@ One rule for every backend: U+0000 (NUL) is refused wherever text enters engram 
 namespace labels, provenance, ref names, filters), because PostgreSQL's text and JSONB cannot hold
 it; a store that accepted it on SQLite could not move to PostgreSQL.
 
-Namespace labels follow LangGraph's rule (a non-empty string without ``.`` or U+0000; any other
-character, newlines included, is fine), plus two things engram cannot store: text that is not valid
-Unicode (lone surrogates) and U+001F, which PostgreSQL search tables put between labels.
+Namespace labels follow LangGraph's rule (a non-empty string without ``.`` or U+0000), plus two things
+engram cannot store: text that is not valid Unicode (lone surrogates) and U+001F, which PostgreSQL search
+tables put between labels. Keys and labels are NFC-normalised on every read and write, and a write
+refuses invisible characters in them (controls, bidirectional overrides, zero-width characters): the
+rules are in :mod:`engram._names`. Reads accept them, so data written before those rules stays readable.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from engram._names import nfc, refuse_invisible
 from engram.errors import InvalidInputError, InvalidKeyError, InvalidNamespaceError, InvalidValueError
 from engram.index.paths import parse_path
 
@@ -29,8 +32,9 @@ MAX_LABEL_BYTES = 256
 MAX_NAMESPACE_BYTES = 1024
 
 
-def namespace(ns: Sequence[str] | Any, *, allow_empty: bool = False) -> tuple[str, ...]:
-    """Return ``ns`` as a tuple after checking it is a valid namespace (see the module docstring)."""
+def namespace(ns: Sequence[str] | Any, *, allow_empty: bool = False, writing: bool = False) -> tuple[str, ...]:
+    """Return ``ns`` as a tuple of NFC labels after checking it is a valid namespace (see the module docstring);
+    ``writing`` also refuses invisible characters (for a namespace that is written to)."""
     if isinstance(ns, str):
         raise InvalidNamespaceError(
             f"a namespace is a tuple of labels, not the string {ns!r}: pass a tuple, e.g. ({ns!r},)"
@@ -39,7 +43,7 @@ def namespace(ns: Sequence[str] | Any, *, allow_empty: bool = False) -> tuple[st
         raise InvalidNamespaceError(
             f"a namespace is a tuple of strings, e.g. ('users', 'alice'), not {type(ns).__name__} {ns!r}"
         )
-    labels = tuple(ns)
+    labels = tuple(nfc(label) if isinstance(label, str) else label for label in ns)
     if not labels and not allow_empty:
         raise InvalidNamespaceError("a namespace cannot be empty: give at least one label, e.g. ('users',)")
     for label in labels:
@@ -59,6 +63,8 @@ def namespace(ns: Sequence[str] | Any, *, allow_empty: bool = False) -> tuple[st
             raise InvalidNamespaceError(
                 f"namespace labels must be valid Unicode text (no lone surrogates): {label!r} in {labels!r}"
             )
+        if writing:
+            refuse_invisible(label, "namespace label", InvalidNamespaceError)
         if len(label.encode("utf-8")) > MAX_LABEL_BYTES:
             raise InvalidNamespaceError(
                 f"a namespace label takes at most {MAX_LABEL_BYTES} bytes (UTF-8): {label[:40]!r}…"
@@ -78,13 +84,13 @@ def namespace_pattern(ns: Sequence[str] | Any, what: str = "prefix") -> tuple[st
         )
     if not isinstance(ns, Sequence):
         raise InvalidNamespaceError(f"a namespace {what} is a tuple of labels, e.g. ('users', '*'), not {ns!r}")
-    labels = tuple(ns)
-    namespace([label for label in labels if label != "*"], allow_empty=True)
-    return labels
+    checked = iter(namespace([label for label in ns if label != "*"], allow_empty=True))
+    return tuple(label if label == "*" else next(checked) for label in ns)
 
 
-def key(k: Any) -> str:
-    """Check an item key: a string (an int is converted, as LangGraph does); ``""`` is a key too, at every door."""
+def key(k: Any, *, writing: bool = False) -> str:
+    """Check an item key and return it NFC-normalised: a string (an int is converted, as LangGraph does); ``""`` is
+    a key too, at every door. ``writing`` also refuses invisible characters (for a key that is written)."""
     if isinstance(k, int) and not isinstance(k, bool):
         return str(k)
     if not isinstance(k, str):
@@ -93,11 +99,14 @@ def key(k: Any) -> str:
         raise InvalidKeyError(f"U+0000 (NUL) cannot be stored: found in the item key {k!r}")
     if not _valid_unicode(k):
         raise InvalidKeyError(f"an item key must be valid Unicode text (no lone surrogates): {k!r}")
-    if len(k.encode("utf-8")) > MAX_KEY_BYTES:
+    text = nfc(k)
+    if writing:
+        refuse_invisible(text, "item key", InvalidKeyError)
+    if len(text.encode("utf-8")) > MAX_KEY_BYTES:
         raise InvalidKeyError(
-            f"an item key takes at most {MAX_KEY_BYTES} bytes (UTF-8), not {len(k.encode('utf-8')):,}"
+            f"an item key takes at most {MAX_KEY_BYTES} bytes (UTF-8), not {len(text.encode('utf-8')):,}"
         )
-    return k
+    return text
 
 
 def _valid_unicode(text: str) -> bool:

@@ -152,7 +152,8 @@ def _fail(batch: Pending, exc: BaseException) -> None:
 
 def check_put(op: PutOp) -> PutOp:
     """Validate a put before it joins a shared batch, so one bad write cannot fail the others' commit."""
-    ns, key = _validate.namespace(op.namespace), _validate.key(op.key)
+    writing = op.value is not None
+    ns, key = _validate.namespace(op.namespace, writing=writing), _validate.key(op.key, writing=writing)
     _validate.provenance(sources=op.sources)
     if op.value is not None:
         _validate.value(op.value)

@@ -316,14 +316,16 @@ class Memory(Reader, Versioned):
         touched: dict[bytes, Record] = {}
         for i, op in enumerate(ops):
             if isinstance(op, PutOp):
-                ns = _validate.namespace(op.namespace)
+                writing = op.value is not None
+                ns = _validate.namespace(op.namespace, writing=writing)
                 self._guard(ns, "write")
-                writes[codec.encode_key(ns, _validate.key(op.key))] = op
+                writes[codec.encode_key(ns, _validate.key(op.key, writing=writing))] = op
             elif isinstance(op, GetOp):
-                found = snapshot.lookup(op.namespace, op.key, now)
+                ns, k = _validate.namespace(op.namespace), _validate.key(op.key)
+                found = snapshot.lookup(ns, k, now)
                 if found is not None:
                     raw, record = found
-                    results[i] = Item.from_record(tuple(op.namespace), str(op.key), record)
+                    results[i] = Item.from_record(ns, k, record)
                     if self._refreshes(op.refresh_ttl):
                         touched[raw] = record
             elif isinstance(op, SearchOp):
@@ -363,7 +365,13 @@ class Memory(Reader, Versioned):
         self._outside_transaction()
         _validate.provenance(author, message, (source for op in ops for source in op.sources))
         who = author or self.author
-        writes = {codec.encode_key(_validate.namespace(op.namespace), _validate.key(op.key)): op for op in ops}
+        writes = {
+            codec.encode_key(
+                _validate.namespace(op.namespace, writing=op.value is not None),
+                _validate.key(op.key, writing=op.value is not None),
+            ): op
+            for op in ops
+        }
         for op in ops:
             self._guard(op.namespace, "write")
         for op in ops:
@@ -527,7 +535,7 @@ class Transaction:
         sources: Sequence[str] = (),
     ) -> None:
         """Buffer a put."""
-        ns, k = _validate.namespace(namespace), _validate.key(key)
+        ns, k = _validate.namespace(namespace, writing=True), _validate.key(key, writing=True)
         self.memory._guard(ns, "write")
         _validate.provenance(sources=sources)
         raw = codec.encode_key(ns, k)

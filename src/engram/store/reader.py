@@ -133,8 +133,9 @@ class Reader:
 
     def get(self, namespace: Sequence[str], key: str) -> Item | None:
         """The item at (namespace, key), or None (also when it has expired)."""
-        found = self.lookup(namespace, key)
-        return None if found is None else Item.from_record(tuple(namespace), str(key), found[1])
+        ns, k = _validate.namespace(namespace), _validate.key(key)
+        found = self.lookup(ns, k)
+        return None if found is None else Item.from_record(ns, k, found[1])
 
     def iter_items(self, namespace_prefix: Sequence[str] = ()) -> Iterator[Item]:
         """Yield every item in a namespace and its sub-namespaces, in key order."""

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from engram import _refs, codec
+from engram import _names, codec
 from engram.backends.base import now_ms
 from engram.errors import ConflictError, InvalidInputError, MergeConflictError, ReadOnlyError, RefNotFoundError
 from engram.hashing import ChunkId
@@ -182,7 +182,7 @@ class Versioned:
         """How a branch (default this handle's) moved, newest first: ``time`` (UTC ms), ``old`` and ``new`` commit ids
         (hex, None when absent), ``actor`` and ``reason``. A deleted branch keeps its reflog until gc prunes it."""
         name = self._branch if branch is None else branch
-        _refs.refuse_nul(name, "branch name")
+        _names.refuse_nul(name, "branch name")
         entries = self.repo.refs.reflog(HEADS + name, limit)
         if not entries and name not in self.repo.branches():
             raise RefNotFoundError(f"branch {name!r} does not exist and has no reflog; branches: "
