@@ -202,7 +202,8 @@ def test_metrics_route_serves_every_metric_on_one_registry() -> None:
         commits, searches = value("engram_commits_total"), value("engram_search_duration_seconds_count", mode="hybrid")
         put = client.put("/store/items", json={"namespace": ["n"], "key": "k", "value": {"text": "hi"}})
         assert put.status_code == 204
-        assert [item["key"] for item in client.post("/store/items/search", json={"query": "hi"}).json()["items"]] == ["k"]
+        hits = client.post("/store/items/search", json={"query": "hi"}).json()["items"]
+        assert [item["key"] for item in hits] == ["k"]
         response = client.get("/metrics")
     assert response.status_code == 200
     assert response.headers["content-type"] == metrics.CONTENT_TYPE == "text/plain; version=0.0.4; charset=utf-8"
