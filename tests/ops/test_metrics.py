@@ -199,8 +199,11 @@ def test_metrics_breaker_states_tracked_and_from_the_breaker_registry() -> None:
 def test_metrics_route_serves_every_metric_on_one_registry() -> None:
     default_metrics()  # the writer's metrics: on the same registry, so on the same page
     with TestClient(create_app(ServerConfig(store=":memory:", embedder="hashing"))) as client:
-        assert client.put("/store/items", json={"namespace": ["n"], "key": "k", "value": {"text": "hi"}}).status_code
-        assert client.post("/store/items/search", json={"query": "hi"}).status_code == 200
+        commits, searches = value("engram_commits_total"), value("engram_search_duration_seconds_count", mode="hybrid")
+        put = client.put("/store/items", json={"namespace": ["n"], "key": "k", "value": {"text": "hi"}})
+        assert put.status_code == 204
+        hits = client.post("/store/items/search", json={"query": "hi"}).json()["items"]
+        assert [item["key"] for item in hits] == ["k"]
         response = client.get("/metrics")
     assert response.status_code == 200
     assert response.headers["content-type"] == metrics.CONTENT_TYPE == "text/plain; version=0.0.4; charset=utf-8"
@@ -210,7 +213,8 @@ def test_metrics_route_serves_every_metric_on_one_registry() -> None:
     assert (
         found["engram_storage_operation_duration_seconds_count"][(("backend", "memory"), ("operation", "put_many"))] > 0
     )
-    assert found["engram_search_duration_seconds_count"][(("mode", "hybrid"),)] >= 1
+    assert found["engram_commits_total"][()] == commits + 1  # the one PUT, one commit
+    assert found["engram_search_duration_seconds_count"][(("mode", "hybrid"),)] == searches + 1
     assert found["engram_tenants_open"][()] >= 1
     assert () in found["engram_writer_run_duration_seconds_count"]  # the writer's own metrics, same page
 

@@ -358,7 +358,7 @@ def test_redis_health_runs_through_its_breaker(clock: FakeClock) -> None:
         started = time.perf_counter()
         for _ in range(100):
             assert health.run(lambda r: tried.append(1)) is None
-        assert tried == [] and time.perf_counter() - started < 0.5  # skipped without a connection attempt
+        assert tried == [] and time.perf_counter() - started < 3.0  # skipped without a connection attempt
         clock.now += 5.0
         assert health.run(lambda r: "answered") == "answered"  # the probe (no I/O here) closes it
         assert health.status()["ok"] and breakers.snapshot()[name]["state"] == "closed"

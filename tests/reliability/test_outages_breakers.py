@@ -248,7 +248,7 @@ def test_embedder_down_degrades_search_to_keyword_and_writes_catch_up(
         started = time.perf_counter()
         for _ in range(20):
             assert mem.search(("notes",), query="Lisbon").degraded is not None
-        assert embeddings.hits == hits and time.perf_counter() - started < 2.0  # open: no request, no wait
+        assert embeddings.hits == hits and time.perf_counter() - started < 4.0  # open: no request, no 0.25 s timeouts
         app = create_app(ServerConfig(store=str(tmp_path / "store"), embedder=embedder, require_keys=False))
         with ThreadedServer(app) as server, httpx.Client(base_url=server.url, timeout=10) as client:
             answer = request(client, "POST", "/v1/search", json={"namespace_prefix": ["notes"], "query": "Lisbon"})
@@ -331,7 +331,7 @@ def test_s3_transient_failures_are_retried_and_the_breaker_fails_fast(private_s3
         started = time.perf_counter()
         with pytest.raises(CircuitOpenError):
             strict.exists_many(["x"])
-        assert time.perf_counter() - started < 0.5  # failed fast, no connection attempt
+        assert time.perf_counter() - started < 3.0  # failed fast, no connection attempt (generous: a busy machine)
         time.sleep(0.5)  # the write keeps retrying meanwhile
         assert "done" not in result and "error" not in result
         private_s3.start()

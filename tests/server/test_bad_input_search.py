@@ -23,6 +23,7 @@ from .conftest import error_of
 from .test_serve_subprocess import Server
 
 CATASTROPHIC = {"text": {"$regex": "(a+)+$"}}
+BENIGN = {"text": {"$regex": "a+$"}}  # the same matches, no nested repetition
 LONG = {"namespace": ["d"], "key": "long", "value": {"text": "a" * 10_000 + "!"}}
 
 
@@ -53,8 +54,13 @@ def test_http_catastrophic_regex_answers_fast(http: TestClient) -> None:
     _searches(http)
     for body in ({"filter": CATASTROPHIC}, {"query": "a", "filter": CATASTROPHIC}):
         start = time.perf_counter()
+        benign = http.post("/store/items/search", json={**body, "filter": BENIGN})
+        healthy = time.perf_counter() - start
+        assert benign.status_code == 200
+        start = time.perf_counter()
         found = http.post("/store/items/search", json=body)
-        assert time.perf_counter() - start < 1.0
+        # as fast as the same search with a harmless pattern (a backtracking engine takes seconds here)
+        assert time.perf_counter() - start < 10 * healthy + 0.5, healthy
         assert found.status_code == 200 and found.json()["items"] == []
 
 
@@ -163,5 +169,6 @@ def test_serve_catastrophic_regex_never_stalls_the_server(tmp_path: Path, server
         assert httpx.get(server.url + "/healthz", timeout=5).status_code == 200
         slowest = max(slowest, time.perf_counter() - start)
         time.sleep(0.01)
-    assert outcome.get("status") == 200 and outcome["seconds"] < 1.0, outcome
-    assert slowest < 1.0
+    # a backtracking engine never ends on 10,000 characters: generous bounds tell that from a busy machine
+    assert outcome.get("status") == 200 and outcome["seconds"] < 8.0, outcome
+    assert slowest < 4.0

@@ -78,12 +78,17 @@ def test_outage_readyz_and_requests_fail_fast_then_recover(postgres: PrivatePost
     with TestClient(create_app(config)) as client:
         assert client.put("/store/items", json={**item, "value": {"v": 1}}).status_code < 300
         assert client.get("/readyz").status_code == 200
+        # the healthy path's times: failing fast is judged against them (a loaded machine slows both)
+        healthy_ready = min(_timed(lambda: client.get("/readyz"))[0] for _ in range(3))
+        healthy_put = min(
+            _timed(lambda n=n: client.put("/store/items", json={**item, "value": {"v": n}}))[0] for n in range(3)
+        )
 
         postgres.stop()
         try:
             for _ in range(3):
                 seconds, ready = _timed(lambda: client.get("/readyz"))
-                assert seconds < 1.2, seconds
+                assert seconds < max(10 * healthy_ready, 5.0), seconds  # never psycopg_pool's 30 s wait
                 error = error_of(ready, 503, "not_ready")  # type: ignore[arg-type]
                 assert "PostgreSQL" in error["message"]
                 assert error["details"]["checks"]["store"]["ok"] is False
@@ -96,8 +101,9 @@ def test_outage_readyz_and_requests_fail_fast_then_recover(postgres: PrivatePost
                 assert "PostgreSQL" in error["message"]
                 assert int(put.headers["Retry-After"]) >= 1  # type: ignore[attr-defined]
                 time.sleep(0.3)
-            assert max(took) < 2.5, took  # never psycopg_pool's 30 s wait
-            assert sorted(took)[len(took) // 2] < 0.5, took  # most fail at once (only a probe waits)
+            assert max(took) < max(10 * healthy_put, 10.0), took  # never psycopg_pool's 30 s wait
+            # most fail at once (only a probe waits): about as fast as a healthy put
+            assert sorted(took)[len(took) // 2] < max(10 * healthy_put, 1.0), (took, healthy_put)
         finally:
             postgres.start()
 

@@ -11,9 +11,7 @@ import pytest
 
 import engram
 from engram.embed import EmbedderMismatchError, HashingEmbedder, embedder_spec
-from engram.index import vector
 from engram.index.ann import Graph
-from engram.index.vector import VectorIndex
 from engram.store.indexing import recorded_embedder
 
 
@@ -87,17 +85,17 @@ def test_update_index_reports_embedding_progress() -> None:
     assert seen == []  # nothing changed: nothing to do
 
 
-def test_large_index_uses_the_graph_and_survives_a_reopen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Above ANN_MIN vectors the index answers from an HNSW graph saved beside the snapshot; a reopened store
+def small_graph(mem: engram.Memory) -> engram.Memory:
+    """``mem`` with an HNSW graph from 200 vectors, built in the caller's thread (set before its first index)."""
+    mem.pool.ann_min, mem.pool.vector_settings = 200, {"background": False}
+    return mem
+
+
+def test_large_index_uses_the_graph_and_survives_a_reopen(tmp_path: Path) -> None:
+    """Above ``ann_min`` vectors the index answers from an HNSW graph saved beside the snapshot; a reopened store
     maps it instead of rebuilding it, and deletes made before and after the reopen are never found."""
-    init = VectorIndex.__init__
-
-    def small(self: VectorIndex, dim: int, *, ann_min: int | None = 200, background: bool = False) -> None:
-        init(self, dim, ann_min=ann_min, background=background)
-
-    monkeypatch.setattr(VectorIndex, "__init__", small)
     url = str(tmp_path / "s.db")
-    mem = engram.open(url, embedder="hashing")
+    mem = small_graph(engram.open(url, embedder="hashing"))
     fill(mem, 800)
     mem.delete(("docs",), "d1")
     hit = mem.search(("docs",), "document number 17 about topic 2", mode="semantic", limit=3)
@@ -106,7 +104,7 @@ def test_large_index_uses_the_graph_and_survives_a_reopen(tmp_path: Path, monkey
     assert index.vectors is not None and index.vectors.approximate
     mem.close()
     assert list((tmp_path / "s.db-index").glob("*.hnsw"))
-    again = engram.open(url)
+    again = small_graph(engram.open(url))
     index = again.pool.head(again.branch, again.head.tree)
     assert index.vectors is not None and index.vectors.approximate and not index.pending
     again.delete(("docs",), "d17")
@@ -126,14 +124,8 @@ def test_hybrid_search_with_the_graph_searched_in_a_worker_ranks_as_in_one_threa
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A hybrid search over the graph searches it in a worker thread while it scores keywords (engram.index.vector
-    OVERLAP_MIN): pages and scores are those of a search in one thread, at the head, filtered and in the past."""
-    init = VectorIndex.__init__
-
-    def small(self: VectorIndex, dim: int, *, ann_min: int | None = 200, background: bool = False) -> None:
-        init(self, dim, ann_min=ann_min, background=background)
-
-    monkeypatch.setattr(VectorIndex, "__init__", small)
-    mem = engram.open(str(tmp_path / "s.db"), embedder="hashing")
+    overlap_min): pages and scores are those of a search in one thread, at the head, filtered and in the past."""
+    mem = small_graph(engram.open(str(tmp_path / "s.db"), embedder="hashing"))
     mem.pool.query_cache = None
     fill(mem, 900)
     past = mem.head.id
@@ -149,7 +141,9 @@ def test_hybrid_search_with_the_graph_searched_in_a_worker_ranks_as_in_one_threa
         return search(self, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Graph, "search", spy)
-    monkeypatch.setattr(vector, "GATHER_MAX", 100)  # the graph answers (not an exact scan of 900 vectors)
+    vectors = mem.pool.head(mem.branch, mem.head.tree).vectors
+    assert vectors is not None
+    vectors.gather_max = 100  # the graph answers (not an exact scan of 900 vectors)
 
     def pages() -> list[list[tuple[str, float | None]]]:
         out = []
@@ -159,10 +153,10 @@ def test_hybrid_search_with_the_graph_searched_in_a_worker_ranks_as_in_one_threa
                 out.append([(r.key, r.score) for r in found])
         return out
 
-    monkeypatch.setattr(vector, "OVERLAP_MIN", 10**9)
+    vectors.overlap_min = 10**9
     alone = pages()
     assert calls and not any(name.startswith("engram-graph-search") for name in calls)
-    monkeypatch.setattr(vector, "OVERLAP_MIN", 0)
+    vectors.overlap_min = 0
     calls.clear()
     assert pages() == alone
     assert calls and all(name.startswith("engram-graph-search") for name in calls)

@@ -126,21 +126,31 @@ def test_timeline_http_pages_filters_and_errors(long_store: str) -> None:
             assert 400 <= response.status_code < 500 and response.json()["error"]["code"] == code, response.text
 
 
-def test_timeline_first_page_of_a_long_history_is_fast(long_store: str) -> None:
-    """Server time of the first page (50 commits with their changed-item counts): <= 300 ms.
-    The cost is the page's, not the history's (benchmarks/bench_ui.py measures 100k commits)."""
-    app = create_app(ServerConfig(store=long_store.removeprefix("sqlite:///"), embedder="hashing"))
-    with TestClient(app) as client:
-        assert client.get("/v1/whoami").status_code == 200  # the server has opened the store
-        times = []
-        for _ in range(5):
-            start = time.perf_counter()
-            response = client.get("/v1/timeline", params={"limit": 50})
-            times.append(time.perf_counter() - start)
-            assert response.status_code == 200 and len(response.json()["commits"]) == 50
-        # The target is the median; the very first call also warms SQLite's page cache (bounded loosely here,
-        # since a shared CI machine may be busy; benchmarks/bench_ui.py reports both on 100,000 commits).
-        assert statistics.median(times) <= 0.3 and times[0] <= 1.0, times
+def test_timeline_first_page_of_a_long_history_is_fast(long_store: str, tmp_path: Path) -> None:
+    """The first page (50 commits with their changed-item counts) costs the page, not the history: about what it
+    costs on a store of 60 commits (the timing target, 300 ms at 100k commits, is benchmarks/bench_ui.py's)."""
+    short_path = tmp_path / "short.db"
+    set_synchronous(short_path, "normal")
+    with engram.open(f"sqlite:///{short_path}", embedder="hashing") as mem:
+        grow(mem, 60)
+    apps = {
+        "long": create_app(ServerConfig(store=long_store.removeprefix("sqlite:///"), embedder="hashing")),
+        "short": create_app(ServerConfig(store=str(short_path), embedder="hashing")),
+    }
+    with TestClient(apps["long"]) as long, TestClient(apps["short"]) as short:
+        times: dict[str, list[float]] = {"long": [], "short": []}
+        for client in (long, short):
+            assert client.get("/v1/whoami").status_code == 200  # the server has opened the store
+        for _ in range(5):  # interleaved, so both meet the same load
+            for name, client in (("long", long), ("short", short)):
+                start = time.perf_counter()
+                response = client.get("/v1/timeline", params={"limit": 50})
+                times[name].append(time.perf_counter() - start)
+                assert response.status_code == 200 and len(response.json()["commits"]) == 50
+        # 50 times the history: a cost that followed it would be ~50x; the first call also warms the page cache
+        long_median, short_median = statistics.median(times["long"]), statistics.median(times["short"])
+        assert long_median <= 5 * short_median + 0.1 and long_median < 3.0, times
+        assert times["long"][0] <= 10.0, times  # no hang on the cold first page
 
 
 def test_timeline_history_helper_is_fast_enough(tmp_path: Path) -> None:

@@ -53,11 +53,19 @@ def _usearch() -> Any:
 class Graph:
     """An HNSW graph of float16 unit vectors under integer keys (cosine similarity)."""
 
-    def __init__(self, dim: int, *, native: Any = None, path: Path | None = None, keys: int = 0) -> None:
+    def __init__(
+        self,
+        dim: int,
+        *,
+        native: Any = None,
+        path: Path | None = None,
+        keys: int = 0,
+        connectivity: int = CONNECTIVITY,
+    ) -> None:
         self.dim = dim
-        if native is None:
+        if native is None:  # a new graph; a loaded one keeps the links per node it was built with
             native = _usearch()(
-                ndim=dim, metric="cos", dtype="f16", connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD
+                ndim=dim, metric="cos", dtype="f16", connectivity=connectivity, expansion_add=EXPANSION_ADD
             )
         self._index = native
         #: The file this graph is a read-only view of (None once it is in memory and writable).

@@ -182,8 +182,17 @@ class SlotMap:
     a hash are told apart); keys added since the last :meth:`settle` wait in a dict. 100k keys take 1.6 MB
     instead of a dict's ~10 MB of small objects that also pin the heap pages around them."""
 
-    def __init__(self, key_of: Callable[[int], bytes]) -> None:
+    def __init__(
+        self,
+        key_of: Callable[[int], bytes],
+        *,
+        recent_max: int = RECENT_MAX,
+        hash_key: Callable[[bytes], int] = hash,
+    ) -> None:
         self._key_of = key_of
+        #: Recent keys wait in a dict until there are this many (or an eighth of the sorted ones).
+        self.recent_max = recent_max
+        self._hash = hash_key
         self._hashes = np.zeros(0, dtype=np.int64)
         self._slots = np.zeros(0, dtype=np.int64)  # -1 once popped
         self._live = 0
@@ -196,7 +205,7 @@ class SlotMap:
         """Where ``key`` is in the sorted arrays, or -1."""
         if not self._live:
             return -1
-        wanted = hash(key)
+        wanted = self._hash(key)
         at = int(np.searchsorted(self._hashes, wanted))
         while at < len(self._hashes) and self._hashes[at] == wanted:
             slot = int(self._slots[at])
@@ -233,10 +242,10 @@ class SlotMap:
         """Move the recent keys into the sorted arrays once there are many (every slot given must hold its
         document by now: a lookup reads the key there)."""
         recent = self._recent
-        if len(recent) < max(RECENT_MAX, len(self._hashes) // 8):
+        if len(recent) < max(self.recent_max, len(self._hashes) // 8):
             return
         keep = self._slots >= 0
-        added = np.fromiter(map(hash, recent), dtype=np.int64, count=len(recent))
+        added = np.fromiter(map(self._hash, recent), dtype=np.int64, count=len(recent))
         hashes = np.concatenate([self._hashes[keep], added])
         slots = np.concatenate([self._slots[keep], np.fromiter(recent.values(), dtype=np.int64, count=len(recent))])
         order = np.argsort(hashes, kind="stable")

@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +79,17 @@ class DocIndex:
         cache: VectorCache | None = None,
         scope_exact: int = SCOPE_EXACT,
         ann_min: int | None = None,
+        pack_after: int = PACK_AFTER,
+        bulk_step: int = BULK_STEP,
+        vector_settings: Mapping[str, Any] | None = None,
     ) -> None:
         self.nodes = nodes
+        #: Keyword arguments of the :class:`VectorIndex` (``background``, ``gather_max``, ``overlap_min``).
+        self.vector_settings = dict(vector_settings or {})
+        #: Changes applied at once from which on documents and postings are packed into arrays (a bulk load).
+        self.pack_after = pack_after
+        #: Documents of a bulk load read, decoded and analysed at a time.
+        self.bulk_step = bulk_step
         self.fields = tuple(fields)
         self.embedder = embedder
         self.cache: VectorCache = cache if cache is not None else MemoryVectorCache()
@@ -104,10 +113,8 @@ class DocIndex:
         self.ann_min = ann_min
         if embedder is None:
             self.vectors: VectorIndex | None = None
-        elif ann_min is None:  # the vector index's own default
-            self.vectors = VectorIndex(embedder.dim)
-        else:
-            self.vectors = VectorIndex(embedder.dim, ann_min=ann_min)
+        else:  # ann_min None: the vector index's own default
+            self.vectors = VectorIndex(embedder.dim, ann_min=ann_min, **self.vector_settings)
         self.pending: set[int] = set()
         self.vector_error: str | None = None
         self.unsaved = 0  # documents changed since the last snapshot
@@ -200,18 +207,18 @@ class DocIndex:
             self.slot_of.settle()
             if progress is not None and done % 1000:
                 progress(done % 1000)
-            if done >= PACK_AFTER:
+            if done >= self.pack_after:
                 self.docs.pack(self.alive)
                 self.keyword.freeze()
             self.embed_pending(phases, embed_budget)
-            if done >= PACK_AFTER:
+            if done >= self.pack_after:
                 give_back_memory()  # after the vector cache's bytes are gone too
 
     def _add(self, keys: list[bytes], datas: list[bytes]) -> None:
         """Add documents (tree keys and values) at the next slots: a few as documents, a bulk load
-        (``PACK_AFTER`` or more) kept encoded and analysed ``BULK_STEP`` at a time, nothing kept per document
+        (``pack_after`` or more) kept encoded and analysed ``bulk_step`` at a time, nothing kept per document
         but its encoded bytes, the per-slot arrays and the postings (the same index either way)."""
-        if len(keys) < PACK_AFTER:
+        if len(keys) < self.pack_after:
             docs = [make_doc(key, data, self.fields) for key, data in zip(keys, datas, strict=True)]
             for doc in docs:
                 self.docs.append(doc)
@@ -226,11 +233,12 @@ class DocIndex:
         slots: list[int] = []
         hashes: list[bytes] = []
         items, ns_id = b"\x03", 0  # no key starts with 0x03
-        for lo in range(0, len(keys), BULK_STEP):
-            records = decode_records(datas[lo : lo + BULK_STEP])
+        step = self.bulk_step
+        for lo in range(0, len(keys), step):
+            records = decode_records(datas[lo : lo + step])
             part = slice(start + lo, start + lo + len(records))
             ns_ids = []
-            for key in keys[lo : lo + BULK_STEP]:  # in key order: a namespace's items come one after another
+            for key in keys[lo : lo + step]:  # in key order: a namespace's items come one after another
                 if not key.startswith(items):
                     namespace = codec.decode_key(key)[0]
                     ns_id = namespaces.setdefault(namespace, len(namespaces))
@@ -288,7 +296,7 @@ class DocIndex:
         self.indexed[part] = indexed
         chosen = [d for d, ok in zip(docs, indexed, strict=True) if ok]
         slots = [start + i for i, ok in enumerate(indexed) if ok]
-        if len(slots) >= BULK_MIN and (len(slots) >= PACK_AFTER or 4 * len(slots) >= self.keyword.live):
+        if len(slots) >= BULK_MIN and (len(slots) >= self.pack_after or 4 * len(slots) >= self.keyword.live):
             self.keyword.add_many(slots, [d.terms for d in chosen])
         else:
             for slot, doc in zip(slots, chosen, strict=True):
@@ -318,10 +326,19 @@ class DocIndex:
         new_slot[alive] = np.arange(len(alive))
         vectors, pending = self.vectors, self.pending
         embedder, cache, fields, root, unsaved = self.embedder, self.cache, self.fields, self.root, self.unsaved
-        scope_exact, ann_min = self.scope_exact, self.ann_min
+        scope_exact, ann_min, pack_after, bulk_step = self.scope_exact, self.ann_min, self.pack_after, self.bulk_step
+        vector_settings = self.vector_settings
         generation, lock, budget = self._generation + 1, self.lock, self.embed_budget
         self.__init__(  # type: ignore[misc]
-            self.nodes, fields=fields, embedder=embedder, cache=cache, scope_exact=scope_exact, ann_min=ann_min
+            self.nodes,
+            fields=fields,
+            embedder=embedder,
+            cache=cache,
+            scope_exact=scope_exact,
+            ann_min=ann_min,
+            pack_after=pack_after,
+            bulk_step=bulk_step,
+            vector_settings=vector_settings,
         )
         self.lock = lock  # held by this thread now, and waited for by others: the same lock goes on
         self.embed_budget = budget
@@ -556,6 +573,8 @@ class DocIndex:
         cache: VectorCache | None = None,
         scope_exact: int = SCOPE_EXACT,
         ann_min: int | None = None,
+        pack_after: int = PACK_AFTER,
+        vector_settings: Mapping[str, Any] | None = None,
     ) -> DocIndex | None:
         """The index saved at ``path``, or None if there is none or it was built with other fields or
         another embedder. Documents are decoded when first read; vectors come from the cache."""
@@ -565,7 +584,16 @@ class DocIndex:
         meta, arrays = found
         if meta.get("fields") != list(fields) or meta.get("model") != (embedder.model_id if embedder else None):
             return None
-        index = cls(nodes, fields=fields, embedder=embedder, cache=cache, scope_exact=scope_exact, ann_min=ann_min)
+        index = cls(
+            nodes,
+            fields=fields,
+            embedder=embedder,
+            cache=cache,
+            scope_exact=scope_exact,
+            ann_min=ann_min,
+            pack_after=pack_after,
+            vector_settings=vector_settings,
+        )
         try:
             index.docs = DocList.restore(fields, {k: arrays[k] for k in ("keys", "key_ends", "data", "data_ends")})
             index.slot_of = SlotMap(index.docs.key)

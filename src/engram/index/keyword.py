@@ -22,7 +22,7 @@ import numpy.typing as npt
 K1 = 1.2
 #: BM25 length normalisation. Memories are short single-topic texts whose extra length carries facts,
 #: not repetition, so normalisation is weak (0.3, not the 0.75 tuned for web pages); on LoCoMo this
-#: moved keyword recall@10 from 0.621 to 0.642 (benchmarks/RESULTS.md).
+#: moved keyword recall@10 from 0.621 to 0.642 (benchmarks/history/RESULTS-to-2026-11-27.md).
 B = 0.3
 
 

@@ -183,9 +183,21 @@ class _PoliteLock:
 class VectorIndex:
     """Unit vectors by slot; a slot without one (or with a zero vector) scores 0. Cosine = dot product."""
 
-    def __init__(self, dim: int, *, ann_min: int | None = None, background: bool = True) -> None:
+    def __init__(
+        self,
+        dim: int,
+        *,
+        ann_min: int | None = None,
+        background: bool = True,
+        gather_max: int = GATHER_MAX,
+        overlap_min: int = OVERLAP_MIN,
+    ) -> None:
         self.dim = dim
         self.ann_min = ANN_MIN if ann_min is None else ann_min
+        #: Eligible vectors up to which a filtered or scoped search scores them exactly instead of asking the graph.
+        self.gather_max = gather_max
+        #: Vectors from which on a graph is searched in a worker thread while the keywords are scored.
+        self.overlap_min = overlap_min
         #: Move the tail into the graph in a background thread (else at the next query).
         self.background = background
         self.present = np.zeros(1024, dtype=bool)
@@ -414,12 +426,12 @@ class VectorIndex:
         overlap: bool = False,
     ) -> Callable[[Slots | None], tuple[npt.NDArray[np.float32], bool]]:
         """:meth:`search` in two halves: this call starts it and the function it returns finishes it with the
-        ``extra`` slots. With ``overlap``, a graph of ``OVERLAP_MIN`` vectors or more is searched in a worker
+        ``extra`` slots. With ``overlap``, a graph of ``overlap_min`` vectors or more is searched in a worker
         thread (when one is idle) while the caller goes on, e.g. to score the query's keywords."""
         query = np.asarray(query, dtype=np.float32)
         nearest = functools.partial(self._nearest, query, size, eligible, want)
         graph = self._graph
-        pending = _overlapped(nearest) if overlap and graph is not None and len(graph) >= OVERLAP_MIN else None
+        pending = _overlapped(nearest) if overlap and graph is not None and len(graph) >= self.overlap_min else None
         if pending is None:
             pending = Future()
             pending.set_result(nearest())
@@ -457,12 +469,12 @@ class VectorIndex:
             in_graph[:upto] = self._key[:upto] >= 0
             wanted = in_graph if eligible is None else in_graph & eligible[:size]
             total = int(np.count_nonzero(wanted))
-            if total <= GATHER_MAX:  # few eligible in the graph (none: a new tenant's first items): exact
+            if total <= self.gather_max:  # few eligible in the graph (none: a new tenant's first items): exact
                 count = total
             else:
                 share = total / max(1, int(np.count_nonzero(in_graph)))
                 count = min(len(graph), int(FILTER_OVERSAMPLE * want / share) if share < 1 else want)
-            if total <= GATHER_MAX or 4 * count >= total:  # few eligible, or most of them wanted: exact
+            if total <= self.gather_max or 4 * count >= total:  # few eligible, or most of them wanted: exact
                 chosen = np.flatnonzero(wanted)
                 for lo in range(0, len(chosen), 65_536):
                     part = chosen[lo : lo + 65_536]
@@ -511,7 +523,13 @@ class VectorIndex:
             tail = np.flatnonzero(self._tail_at >= 0)
             rows = self._tail_rows[self._tail_at[tail]]
             lock = self.lock
-            self.__init__(self.dim, ann_min=self.ann_min, background=self.background)  # type: ignore[misc]
+            self.__init__(  # type: ignore[misc]
+                self.dim,
+                ann_min=self.ann_min,
+                background=self.background,
+                gather_max=self.gather_max,
+                overlap_min=self.overlap_min,
+            )
             self.lock = lock  # held by this thread now, and waited for by others: the same lock goes on
             if graph is not None:
                 mapped = np.where(keys >= 0, new_slot[np.maximum(keys, 0)], -1)

@@ -12,10 +12,10 @@ import logging
 import threading
 import weakref
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engram.embed import embedder_from_spec
 from engram.embed.base import Embedder, EmbedderMismatchError, embedder_spec
@@ -23,7 +23,7 @@ from engram.errors import ConfigError, RefNotFoundError
 from engram.hashing import ChunkId
 from engram.index.cache import VectorCache
 from engram.index.doclist import make_doc
-from engram.index.docs import SCOPE_EXACT, DocIndex, Phases
+from engram.index.docs import PACK_AFTER, SCOPE_EXACT, DocIndex, Phases
 from engram.index.engine import Overlay
 from engram.index.keyword import OverlayStats
 from engram.repo import Repository
@@ -152,11 +152,16 @@ class IndexPool:
         background: bool = False,
         scope_exact: int = SCOPE_EXACT,
         ann_min: int | None = None,
+        pack_after: int = PACK_AFTER,
+        vector_settings: Mapping[str, Any] | None = None,
     ) -> None:
         self.repo = repo
-        #: Index settings (:class:`DocIndex`): the scope scored exactly, the vectors from which on a graph is built.
+        #: Index settings (:class:`DocIndex`): the scope scored exactly, the vectors from which on a graph is built,
+        #: the changes from which on an index is packed, and the vector index's own (:class:`VectorIndex`).
         self.scope_exact = scope_exact
         self.ann_min = ann_min
+        self.pack_after = pack_after
+        self.vector_settings = dict(vector_settings or {})
         self.embedder = embedder
         self.fields = tuple(fields)
         self.cache = cache
@@ -204,7 +209,8 @@ class IndexPool:
     def _new(self) -> DocIndex:
         return self._searching(DocIndex(
             self.repo.nodes, fields=self.fields, embedder=self.embedder, cache=self.cache,
-            scope_exact=self.scope_exact, ann_min=self.ann_min,
+            scope_exact=self.scope_exact, ann_min=self.ann_min, pack_after=self.pack_after,
+            vector_settings=self.vector_settings,
         ))  # fmt: skip
 
     def _searching(self, index: DocIndex) -> DocIndex:
@@ -238,7 +244,8 @@ class IndexPool:
             return None
         found = DocIndex.restore(
             path, self.repo.nodes, fields=self.fields, embedder=self.embedder, cache=self.cache,
-            scope_exact=self.scope_exact, ann_min=self.ann_min,
+            scope_exact=self.scope_exact, ann_min=self.ann_min, pack_after=self.pack_after,
+            vector_settings=self.vector_settings,
         )  # fmt: skip
         if found is None or found.root is None or self.repo.chunks.has_many([found.root]):
             return None  # absent, built differently, or its root was garbage-collected
