@@ -84,12 +84,9 @@ class DocIndex:
         vector_settings: Mapping[str, Any] | None = None,
     ) -> None:
         self.nodes = nodes
-        #: Keyword arguments of the :class:`VectorIndex` (``background``, ``gather_max``, ``overlap_min``).
-        self.vector_settings = dict(vector_settings or {})
-        #: Changes applied at once from which on documents and postings are packed into arrays (a bulk load).
-        self.pack_after = pack_after
-        #: Documents of a bulk load read, decoded and analysed at a time.
-        self.bulk_step = bulk_step
+        self.vector_settings = dict(vector_settings or {})  # VectorIndex's (background, gather_max, overlap_min)
+        self.pack_after = pack_after  # changes applied at once from which on docs and postings are packed (bulk)
+        self.bulk_step = bulk_step  # documents of a bulk load read, decoded and analysed at a time
         self.fields = tuple(fields)
         self.embedder = embedder
         self.cache: VectorCache = cache if cache is not None else MemoryVectorCache()
@@ -119,8 +116,7 @@ class DocIndex:
         self.vector_error: str | None = None
         self.unsaved = 0  # documents changed since the last snapshot
         self._generation = 0  # bumped when slots are renumbered (embed_step's results then do not apply)
-        #: Seconds a search may spend embedding what lacks a vector (None: all of it first); the rest waits for a
-        #: background indexer (:meth:`embed_step`), found by keyword meanwhile.
+        #: Seconds a search may spend embedding (None: all first); the rest waits for :meth:`embed_step`.
         self.embed_budget: float | None = None
         self._queries = QueryVectors()
         self.lock = threading.RLock()
@@ -318,28 +314,21 @@ class DocIndex:
         if self.vectors is not None:
             self.vectors.clear(slot)
 
+    def settings(self) -> dict[str, Any]:
+        """What this index was made with (fields, embedder, cache, thresholds): a rebuilt copy keeps them."""
+        return {"fields": self.fields, "embedder": self.embedder, "cache": self.cache, "scope_exact": self.scope_exact,
+                "ann_min": self.ann_min, "pack_after": self.pack_after, "bulk_step": self.bulk_step,
+                "vector_settings": self.vector_settings}  # fmt: skip
+
     def _rebuild(self) -> None:
         """Renumber live documents densely (postings rebuilt; vectors, and their graph, moved along)."""
         alive = np.flatnonzero(self.alive[: self.size])
         raws = [self.docs.raw(s) for s in alive.tolist()]
         new_slot = np.full(self.size, -1, dtype=np.int64)
         new_slot[alive] = np.arange(len(alive))
-        vectors, pending = self.vectors, self.pending
-        embedder, cache, fields, root, unsaved = self.embedder, self.cache, self.fields, self.root, self.unsaved
-        scope_exact, ann_min, pack_after, bulk_step = self.scope_exact, self.ann_min, self.pack_after, self.bulk_step
-        vector_settings = self.vector_settings
+        vectors, pending, root, unsaved = self.vectors, self.pending, self.root, self.unsaved
         generation, lock, budget = self._generation + 1, self.lock, self.embed_budget
-        self.__init__(  # type: ignore[misc]
-            self.nodes,
-            fields=fields,
-            embedder=embedder,
-            cache=cache,
-            scope_exact=scope_exact,
-            ann_min=ann_min,
-            pack_after=pack_after,
-            bulk_step=bulk_step,
-            vector_settings=vector_settings,
-        )
+        self.__init__(self.nodes, **self.settings())  # type: ignore[misc]
         self.lock = lock  # held by this thread now, and waited for by others: the same lock goes on
         self.embed_budget = budget
         keys = [key for key, _ in raws]
@@ -531,13 +520,9 @@ class DocIndex:
             new_slot[live] = np.arange(len(live))
             blobs = self.docs.packed(self.alive[:size])
             terms, postings = self.keyword.export(new_slot)
-            meta = {
-                "root": self.root.hex(),
-                "fields": list(self.fields),
-                "model": self.embedder.model_id if self.embedder is not None else None,
-                "namespaces": [list(ns) for ns in self.namespaces],
-                "terms": terms,
-            }
+            meta = {"root": self.root.hex(), "fields": list(self.fields), "terms": terms,
+                    "model": self.embedder.model_id if self.embedder is not None else None,
+                    "namespaces": [list(ns) for ns in self.namespaces]}  # fmt: skip
             arrays: dict[str, npt.NDArray[Any]] = {
                 **blobs,
                 "ns_ids": self.ns_ids[live],
@@ -570,30 +555,18 @@ class DocIndex:
         *,
         fields: Sequence[str] = ("$",),
         embedder: Embedder | None = None,
-        cache: VectorCache | None = None,
-        scope_exact: int = SCOPE_EXACT,
-        ann_min: int | None = None,
-        pack_after: int = PACK_AFTER,
-        vector_settings: Mapping[str, Any] | None = None,
+        **settings: Any,
     ) -> DocIndex | None:
         """The index saved at ``path``, or None if there is none or it was built with other fields or
-        another embedder. Documents are decoded when first read; vectors come from the cache."""
+        another embedder. Documents are decoded when first read; vectors come from the cache. ``settings``:
+        the other arguments of :class:`DocIndex` (cache, thresholds)."""
         found = snapshot.read(path)
         if found is None:
             return None
         meta, arrays = found
         if meta.get("fields") != list(fields) or meta.get("model") != (embedder.model_id if embedder else None):
             return None
-        index = cls(
-            nodes,
-            fields=fields,
-            embedder=embedder,
-            cache=cache,
-            scope_exact=scope_exact,
-            ann_min=ann_min,
-            pack_after=pack_after,
-            vector_settings=vector_settings,
-        )
+        index = cls(nodes, fields=fields, embedder=embedder, **settings)
         try:
             index.docs = DocList.restore(fields, {k: arrays[k] for k in ("keys", "key_ends", "data", "data_ends")})
             index.slot_of = SlotMap(index.docs.key)

@@ -294,6 +294,10 @@ class AsyncMemory:
     async def aindex_lag(self, branch: str | None = None) -> IndexLag:
         return await self._run(self.memory.index_lag, branch)  # type: ignore[no-any-return]
 
+    @twin(Memory.index_lags)
+    async def aindex_lags(self) -> dict[str, IndexLag]:
+        return await self._run(self.memory.index_lags)  # type: ignore[no-any-return]
+
     @twin(Memory.corpus_stats)
     async def acorpus_stats(self, query: str) -> CorpusStats:
         return await self._run(self.memory.corpus_stats, query)  # type: ignore[no-any-return]
