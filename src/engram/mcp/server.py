@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engram.errors import AuthenticationError, EngramError, MergeConflictError
 from engram.mcp.tools import HTTP_PATH, INSTRUCTIONS, MAX_CONFLICTS, TOOLS, tools_for
-from engram.ops.access import LOCAL, KeyRing, Principal, authenticate
+from engram.ops.access import LOCAL, KeyRing, Principal, authenticate, key_from_headers
 from engram.ops.tenants import TenantPool
 from engram.store import Memory
 from engram.store.serialize import conflict_json
@@ -80,20 +80,10 @@ def _version() -> str:
         return "0"
 
 
-def _secret(headers: Any) -> str | None:
-    """The API key of an HTTP request: ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``."""
-    bearer = headers.get("authorization") or ""
-    scheme, _, value = bearer.partition(" ")
-    if scheme.lower() == "bearer" and value.strip():
-        return value.strip()
-    found: str | None = headers.get("x-api-key")
-    return found
-
-
 def _request_secret(ctx: ServerRequestContext[Any]) -> str | None:
     """The API key of the HTTP request behind a protocol request (None in process or over stdio)."""
     headers = getattr(ctx.request, "headers", None)
-    return None if headers is None else _secret(headers)
+    return None if headers is None else key_from_headers(headers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +170,7 @@ class RequireKey:
         if scope["type"] == "http":
             headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
             try:
-                authenticate(self.keyring, _secret(headers))
+                authenticate(self.keyring, key_from_headers(headers))
             except AuthenticationError as exc:
                 body = json.dumps({"error": {"code": exc.code, "message": str(exc), "details": None}}).encode()
                 await send({"type": "http.response.start", "status": 401, "headers": [
