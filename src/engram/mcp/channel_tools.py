@@ -19,6 +19,7 @@ from engram.store.ranking import PROFILES
 
 #: The channel tools, by name, in the order clients list them.
 CHANNEL_TOOLS = Registry()
+
 AGENT = {
     "type": "string",
     "description": "Which of the agents your API key may act as (only when it may act "

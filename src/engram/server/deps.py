@@ -110,11 +110,11 @@ def api_key(
     return key_from_headers(request.headers)
 
 
-ApiKey = Annotated[str | None, Depends(api_key)]
+RequestKey = Annotated[str | None, Depends(api_key)]
 
 
 def _caller(scope: str) -> Callable[..., AsyncIterator[Caller]]:
-    async def dependency(request: Request, secret: ApiKey) -> AsyncIterator[Caller]:
+    async def dependency(request: Request, secret: RequestKey) -> AsyncIterator[Caller]:
         state: State = request.app.state.engram
         who = state.authenticate(secret)
         who.require(scope)
@@ -168,7 +168,6 @@ PrefixQuery = Annotated[
 __all__ = [
     "REF_HELP",
     "Admin",
-    "ApiKey",
     "AtQuery",
     "BranchQuery",
     "Caller",
@@ -177,6 +176,7 @@ __all__ = [
     "PrefixQuery",
     "Read",
     "RefQuery",
+    "RequestKey",
     "State",
     "Write",
     "api_key",

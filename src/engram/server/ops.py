@@ -28,7 +28,7 @@ from engram.ops.shards.health import ShardProbe
 from engram.redaction import scrub, scrub_value
 from engram.repo import Repository
 from engram.server import schemas as s
-from engram.server.deps import ApiKey, State
+from engram.server.deps import RequestKey, State
 from engram.server.errors import ErrorBody, StrictRoute, error_response
 from engram.store import Memory
 from engram.store.connect import local_file
@@ -136,7 +136,7 @@ def _admin(state: State, secret: str | None) -> bool:
     responses={200: {"content": {metrics.CONTENT_TYPE: {}}, "description": "Prometheus text format"},
                **s.responses()},
 )  # fmt: skip
-async def metrics_text(request: Request, secret: ApiKey) -> Response:
+async def metrics_text(request: Request, secret: RequestKey) -> Response:
     """Every engram metric in the Prometheus text format, readiness checked first (``engram_ready``); needs the
     ``admin`` scope on a server with keys."""
     state: State = request.app.state.engram
