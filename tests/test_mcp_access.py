@@ -25,7 +25,7 @@ from mcp.shared.exceptions import MCPError
 
 import engram
 from engram.mcp import TOOLS, KeyedAccess, build_server, call_tool
-from engram.mcp.tools import tools_for
+from engram.mcp.server import tools_for
 from engram.ops.access import KeyRing, Principal
 from engram.ops.tenants import TenantPool
 

@@ -25,8 +25,7 @@ from typing import Any
 
 import pytest
 
-from engram.mcp.server import call_tool
-from engram.mcp.tools import TOOLS
+from engram.mcp.server import TOOLS, call_tool
 
 from .access_world import KINDS, MARKERS, SYSTEM_TARGETS, World, leaked, make_world
 

@@ -12,10 +12,13 @@ from collections.abc import Callable
 from typing import Any
 
 from engram.channels import Actor, Channels, to_json
-from engram.mcp.tools import TOOLS, Tool
+from engram.mcp.registry import Registry, Tool
 from engram.ops.access import Principal
 from engram.store import Memory
 from engram.store.ranking import PROFILES
+
+#: The channel tools, by name, in the order clients list them.
+CHANNEL_TOOLS = Registry()
 
 AGENT = {
     "type": "string",
@@ -88,7 +91,8 @@ def _register(
     props: dict[str, dict[str, Any]] | None = None,
     **more: dict[str, Any],
 ) -> Callable[[Callable[..., Any]], Callable[..., dict[str, Any]]]:
-    """Register ``call(actor, **arguments)`` as MCP tool ``tool``; the docstring is the description."""
+    """Add ``call(actor, **arguments)`` to :data:`CHANNEL_TOOLS` as tool ``tool`` (run as the caller's agent, its
+    ``agent`` argument first); the docstring is the description."""
     properties = {**(props or {}), **more}
 
     def wrap(call: Callable[..., Any]) -> Callable[..., dict[str, Any]]:
@@ -106,16 +110,18 @@ def _register(
             for p in ("agent", *properties)
         ]
         run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-        TOOLS[tool] = Tool(
-            tool,
-            inspect.cleandoc(call.__doc__ or ""),
-            {"agent": AGENT, **properties},
-            required,
-            run,
-            read_only,
-            destructive,
-            "read" if read_only else "write",
-            _guard,
+        CHANNEL_TOOLS.add(
+            Tool(
+                tool,
+                inspect.cleandoc(call.__doc__ or ""),
+                {"agent": AGENT, **properties},
+                required,
+                run,
+                read_only,
+                destructive,
+                "read" if read_only else "write",
+                _guard,
+            )
         )
         return run
 
@@ -343,3 +349,6 @@ def agent_list(actor: Actor) -> Any:
 def event_list(actor: Actor, after: int, limit: int, topics: list[str] | None = None) -> Any:
     """Events after a cursor that you may see, oldest first; pass the last seq as `after` next time."""
     return actor.events(after, topics=topics, limit=limit)
+
+
+__all__ = ["CHANNEL_TOOLS"]

@@ -1,4 +1,5 @@
-"""The MCP server over the tools of :mod:`engram.mcp.tools`: stdio, streamable HTTP, and API keys over HTTP.
+"""The MCP server over the tools of :mod:`engram.mcp.tools`, :mod:`~engram.mcp.channel_tools` and
+:mod:`~engram.mcp.writer_tools`: stdio, streamable HTTP, and API keys over HTTP.
 
 ``build_server(memory)`` returns the official SDK's low-level :class:`mcp.server.Server`. Each tool call is
 checked against its schema, then the caller's access (scope, namespace prefix), then runs on a worker thread;
@@ -23,11 +24,38 @@ from mcp.shared.exceptions import MCPError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engram.errors import AuthenticationError, EngramError, MergeConflictError
-from engram.mcp.tools import HTTP_PATH, INSTRUCTIONS, MAX_CONFLICTS, TOOLS, tools_for
-from engram.ops.access import LOCAL, KeyRing, Principal, authenticate
+from engram.mcp.channel_tools import CHANNEL_TOOLS
+from engram.mcp.registry import Registry, Tool, join
+from engram.mcp.tools import MEMORY_TOOLS
+from engram.mcp.writer_tools import WRITER_TOOLS
+from engram.ops.access import LOCAL, KeyRing, Principal, authenticate, key_from_headers
 from engram.ops.tenants import TenantPool
 from engram.store import Memory
 from engram.store.serialize import conflict_json
+
+#: Where the streamable HTTP endpoint is served.
+HTTP_PATH = "/mcp"
+#: At most this many conflicts are listed in a merge or revert error.
+MAX_CONFLICTS = 50
+
+INSTRUCTIONS = """\
+engram is versioned memory: every write is a commit, so nothing is lost and the past can be read.
+Namespaces are arrays of labels, e.g. ["users", "alice"]; an item is (namespace, key) -> a JSON object.
+Find memories with memory_search (query + MongoDB-style filter), read one with memory_get, store one with
+memory_write. Read tools take `at` (a branch, tag, commit id, HEAD~n or main@{ISO time}) to read the past;
+memory_log, memory_diff and memory_history show what changed, when and who wrote it. Write tools take
+`branch`: try risky changes on a branch (memory_create_branch; memory_list_branches lists them), then
+memory_merge it; memory_revert undoes a commit.\
+"""
+
+#: Every tool, by name, in the order clients list them: the memory tools, then the channel tools (issue #13),
+#: then the memory writer's (issue #14).
+TOOLS: Registry = join(MEMORY_TOOLS, CHANNEL_TOOLS, WRITER_TOOLS)
+
+
+def tools_for(who: Principal) -> list[Tool]:
+    """The tools ``who`` may call, in order: a key without the ``write`` scope sees only the read tools."""
+    return [tool for tool in TOOLS.values() if who.holds(tool.scope)]
 
 
 def _result(data: dict[str, Any]) -> types.CallToolResult:
@@ -80,20 +108,10 @@ def _version() -> str:
         return "0"
 
 
-def _secret(headers: Any) -> str | None:
-    """The API key of an HTTP request: ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``."""
-    bearer = headers.get("authorization") or ""
-    scheme, _, value = bearer.partition(" ")
-    if scheme.lower() == "bearer" and value.strip():
-        return value.strip()
-    found: str | None = headers.get("x-api-key")
-    return found
-
-
 def _request_secret(ctx: ServerRequestContext[Any]) -> str | None:
     """The API key of the HTTP request behind a protocol request (None in process or over stdio)."""
     headers = getattr(ctx.request, "headers", None)
-    return None if headers is None else _secret(headers)
+    return None if headers is None else key_from_headers(headers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +198,7 @@ class RequireKey:
         if scope["type"] == "http":
             headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
             try:
-                authenticate(self.keyring, _secret(headers))
+                authenticate(self.keyring, key_from_headers(headers))
             except AuthenticationError as exc:
                 body = json.dumps({"error": {"code": exc.code, "message": str(exc), "details": None}}).encode()
                 await send({"type": "http.response.start", "status": 401, "headers": [
@@ -205,6 +223,9 @@ async def serve_http(
 
 
 __all__ = [
+    "HTTP_PATH",
+    "INSTRUCTIONS",
+    "TOOLS",
     "KeyedAccess",
     "RequireKey",
     "build_server",
@@ -213,4 +234,5 @@ __all__ = [
     "http_url",
     "serve_http",
     "serve_stdio",
+    "tools_for",
 ]

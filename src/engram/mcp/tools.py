@@ -1,178 +1,42 @@
-"""The MCP tools: each one a library call with a strict JSON schema of arguments and an access guard.
+"""The memory tools of the MCP server: each one a library call with a strict JSON schema of arguments and an access
+guard, in :data:`MEMORY_TOOLS` (a :class:`~engram.mcp.registry.Registry`).
 
-``TOOLS`` maps each tool's name to its :class:`Tool`: description, JSON schema, the scope it needs (``read`` or
-``write``) and the guard that applies a caller's namespace prefix (the HTTP API's access policy). Namespaces are
-JSON arrays of labels (``["users", "alice"]``); versions are ref expressions (``main``, a tag, a commit id,
-``HEAD~2``, ``main@{2026-11-20T11:15:00Z}``).
+Each tool has a description, the JSON schema of its arguments, the scope it needs (``read`` or ``write``) and the
+guard that applies a caller's namespace prefix (the HTTP API's access policy). Namespaces are JSON arrays of labels
+(``["users", "alice"]``); versions are ref expressions (``main``, a tag, a commit id, ``HEAD~2``,
+``main@{2026-11-20T11:15:00Z}``).
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from itertools import islice
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
-from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
-from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
-from mcp import types
-
+from engram.mcp.registry import (
+    AT,
+    AUTHOR,
+    BRANCH,
+    KEY,
+    MESSAGE,
+    NAMESPACE,
+    REF_HELP,
+    STRATEGY,
+    Guard,
+    Registry,
+    Strategy,
+    choice,
+    integer,
+    labels,
+    string,
+)
 from engram.ops.access import Principal
 from engram.store import Memory
 from engram.store.ops import NOT_PROVIDED, Mode
 from engram.store.ranking import PROFILES
 from engram.store.serialize import change_json, commit_json, item_json, version_json
 
-F = TypeVar("F", bound=Callable[..., dict[str, Any]])
-#: Narrows a call's arguments to what the caller may touch (a namespace prefix), or refuses it.
-Guard = Callable[[Principal, dict[str, Any]], dict[str, Any]]
-Strategy = Literal["fail", "ours", "theirs", "newest"]
-
-#: Where the streamable HTTP endpoint is served.
-HTTP_PATH = "/mcp"
-#: At most this many conflicts are listed in a merge or revert error.
-MAX_CONFLICTS = 50
-
-INSTRUCTIONS = """\
-engram is versioned memory: every write is a commit, so nothing is lost and the past can be read.
-Namespaces are arrays of labels, e.g. ["users", "alice"]; an item is (namespace, key) -> a JSON object.
-Find memories with memory_search (query + MongoDB-style filter), read one with memory_get, store one with
-memory_write. Read tools take `at` (a branch, tag, commit id, HEAD~n or main@{ISO time}) to read the past;
-memory_log, memory_diff and memory_history show what changed, when and who wrote it. Write tools take
-`branch`: try risky changes on a branch (memory_create_branch; memory_list_branches lists them), then
-memory_merge it; memory_revert undoes a commit.\
-"""
-
-
-# ------------------------------------------------------------------ tool registry
-
-
-@dataclass(frozen=True, slots=True)
-class Tool:
-    """One MCP tool: its name, description, JSON schema of arguments, and the library call it makes."""
-
-    name: str
-    description: str
-    properties: dict[str, dict[str, Any]]
-    required: tuple[str, ...]
-    run: Callable[..., dict[str, Any]]
-    read_only: bool
-    destructive: bool
-    scope: str = "read"
-    guard: Guard | None = None
-    validator: Any = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        Draft202012Validator.check_schema(self.input_schema)
-        object.__setattr__(self, "validator", Draft202012Validator(self.input_schema))
-
-    @property
-    def input_schema(self) -> dict[str, Any]:
-        """The JSON schema of the arguments: an object with exactly these properties."""
-        return {
-            "type": "object",
-            "properties": self.properties,
-            "required": list(self.required),
-            "additionalProperties": False,
-        }
-
-    @property
-    def defaults(self) -> dict[str, Any]:
-        """Argument defaults, from the schema (the one place they are written)."""
-        return {name: prop["default"] for name, prop in self.properties.items() if "default" in prop}
-
-    def problem(self, arguments: dict[str, Any]) -> str | None:
-        """Why ``arguments`` do not fit the schema (one line), or None when they do."""
-        unknown = sorted(set(arguments) - set(self.properties))
-        if unknown:
-            names = ", ".join(repr(name) for name in unknown)
-            return f"unknown argument(s) {names} for {self.name}; it takes: {', '.join(self.properties)}"
-        error = best_match(self.validator.iter_errors(arguments))
-        if error is None:
-            return None
-        where = ".".join(str(part) for part in error.absolute_path)
-        return f"invalid argument {where!r}: {error.message}" if where else f"invalid arguments: {error.message}"
-
-    def describe(self) -> types.Tool:
-        """The tool as the protocol lists it."""
-        hints = types.ToolAnnotations(
-            read_only_hint=self.read_only, destructive_hint=self.destructive, open_world_hint=False
-        )
-        return types.Tool(
-            name=self.name, description=self.description, input_schema=self.input_schema, annotations=hints
-        )
-
-
-#: Every tool, by name, in the order clients list them.
-TOOLS: dict[str, Tool] = {}
-
-
-def tools_for(who: Principal) -> list[Tool]:
-    """The tools ``who`` may call, in order: a key without the ``write`` scope sees only the read tools."""
-    return [tool for tool in TOOLS.values() if who.holds(tool.scope)]
-
-
-def _tool(
-    *,
-    required: Sequence[str] = (),
-    read_only: bool = False,
-    destructive: bool = False,
-    guard: Guard | None = None,
-    scope: str | None = None,
-    **properties: dict[str, Any],
-) -> Callable[[F], F]:
-    """Register a function ``memory_<verb>(memory, **arguments)`` as a tool; its docstring is the description.
-
-    A read-only tool needs the caller's ``read`` scope, any other ``write``; ``guard`` applies the caller's
-    namespace prefix to the arguments (the same access policy as the HTTP API)."""
-
-    def register(fn: F) -> F:
-        needs = scope or ("read" if read_only else "write")
-        TOOLS[fn.__name__] = Tool(fn.__name__, inspect.cleandoc(fn.__doc__ or ""), properties, tuple(required), fn,
-                                  read_only, destructive, needs, guard)  # fmt: skip
-        return fn
-
-    return register
-
-
-# ----------------------------------------------------------- argument schemas
-
-_LABELS: dict[str, Any] = {"type": "array", "items": {"type": "string", "minLength": 1}}
-_REF_HELP = (
-    "a branch, tag, commit id (7+ hex characters), HEAD~n, or <branch>@{ISO time} e.g. main@{2026-11-20T11:15:00Z}"
-)
-
-
-def _namespace(description: str, **extra: Any) -> dict[str, Any]:
-    return {**_LABELS, "description": description, **extra}
-
-
-def _string(description: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "string", "minLength": 1, "description": description, **extra}
-
-
-def _integer(description: str, default: int, minimum: int = 1, maximum: int = 1000) -> dict[str, Any]:
-    return {"type": "integer", "minimum": minimum, "maximum": maximum, "default": default, "description": description}
-
-
-def _enum(values: Sequence[str], description: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "string", "enum": list(values), "description": description, **extra}
-
-
-NAMESPACE = _namespace('The item\'s namespace: an array of labels, e.g. ["users", "alice"].', minItems=1)
-#: An item key is any string, the empty string included (LangGraph's rule, the same at every door).
-KEY: dict[str, Any] = {"type": "string", "description": "The item's key, unique within its namespace (any string)."}
-AT = _string(f"Read the memory as it was at this version: {_REF_HELP}. Omit for the current head.")
-AUTHOR = _string("Who makes this change (an agent or user id), recorded on the commit. Default: the server's.")
-MESSAGE = _string("Commit message: why this change was made. Default: a generated one.")
-BRANCH = _string("The branch to write to (it must exist). Default: the server's branch.")
-STRATEGY = _enum(
-    ["fail", "ours", "theirs", "newest"],
-    "How to decide items both sides changed differently: fail (write nothing and list the conflicts), ours, "
-    "theirs, or newest (the later write; a change beats a deletion).",
-    default="fail",
-)
+#: The memory tools, by name, in the order clients list them.
+MEMORY_TOOLS = Registry()
 
 
 # --------------------------------------------------------------- access guards
@@ -220,25 +84,25 @@ def _on(memory: Memory, branch: str | None, author: str | None = None) -> Memory
 # ---------------------------------------------------------------------- tools
 
 
-@_tool(
+@MEMORY_TOOLS.tool(
     guard=_narrowed,
     read_only=True,
-    namespace=_namespace('Namespace prefix to search under, e.g. ["users"]; [] searches everything.', default=[]),
-    query=_string("What to look for, in words. Omit to list items newest first (by updated_at)."),
+    namespace=labels('Namespace prefix to search under, e.g. ["users"]; [] searches everything.', default=[]),
+    query=string("What to look for, in words. Omit to list items newest first (by updated_at)."),
     filter={
         "type": "object",
         "description": "MongoDB-style filter on the value's fields (dotted paths), e.g. "
         '{"kind": "preference", "confidence": {"$gte": 0.7}}. Operators: $eq $ne $gt $gte $lt $lte $in $nin '
         "$all $size $exists $and $or $nor $not $regex $contains $between.",
     },
-    limit=_integer("Most items to return.", 10),
-    offset=_integer("Items to skip, for paging.", 0, minimum=0, maximum=1_000_000),
-    mode=_enum(
+    limit=integer("Most items to return.", 10),
+    offset=integer("Items to skip, for paging.", 0, minimum=0, maximum=1_000_000),
+    mode=choice(
         ["hybrid", "semantic", "keyword"],
         "hybrid (keywords and meaning, fused), semantic or keyword. Default: hybrid when the store has an "
         "embedder, else keyword.",
     ),
-    profile=_enum(
+    profile=choice(
         list(PROFILES),
         "Ranking: similarity only, or mixed with confidence and recency (balanced, recent, quality).",
         default="similarity",
@@ -267,7 +131,7 @@ def memory_search(
             "items": items}  # fmt: skip
 
 
-@_tool(required=("namespace", "key"), read_only=True, namespace=NAMESPACE, key=KEY, at=AT, guard=_checked)
+@MEMORY_TOOLS.tool(required=("namespace", "key"), read_only=True, namespace=NAMESPACE, key=KEY, at=AT, guard=_checked)
 def memory_get(memory: Memory, *, namespace: list[str], key: str, at: str | None = None) -> dict[str, Any]:
     """Read one memory by namespace and key, now or as of a past version (`at`).
 
@@ -276,7 +140,7 @@ def memory_get(memory: Memory, *, namespace: list[str], key: str, at: str | None
     return {"item": item_json((memory.at(at) if at else memory).get(namespace, key))}
 
 
-@_tool(
+@MEMORY_TOOLS.tool(
     guard=_checked,
     required=("namespace", "key", "value"),
     namespace=NAMESPACE,
@@ -320,7 +184,7 @@ def memory_write(
     return {"commit": commit_json(commit)}
 
 
-@_tool(
+@MEMORY_TOOLS.tool(
     guard=_checked,
     required=("namespace", "key"),
     destructive=True,
@@ -341,14 +205,14 @@ def memory_delete(
     return {"commit": commit_json(_on(memory, branch).delete(namespace, key, author=author, message=message))}
 
 
-@_tool(
+@MEMORY_TOOLS.tool(
     guard=_listing,
     read_only=True,
-    prefix=_namespace('Only namespaces starting with these labels; "*" matches any one label.'),
-    suffix=_namespace('Only namespaces ending with these labels; "*" matches any one label.'),
+    prefix=labels('Only namespaces starting with these labels; "*" matches any one label.'),
+    suffix=labels('Only namespaces ending with these labels; "*" matches any one label.'),
     max_depth={"type": "integer", "minimum": 1, "description": "Cut longer namespaces to this many labels."},
-    limit=_integer("Most namespaces to return.", 100, maximum=10_000),
-    offset=_integer("Namespaces to skip, for paging.", 0, minimum=0, maximum=1_000_000),
+    limit=integer("Most namespaces to return.", 100, maximum=10_000),
+    offset=integer("Namespaces to skip, for paging.", 0, minimum=0, maximum=1_000_000),
     at=AT,
 )
 def memory_list_namespaces(
@@ -364,13 +228,13 @@ def memory_list_namespaces(
     return {"namespaces": [list(ns) for ns in found]}
 
 
-@_tool(
+@MEMORY_TOOLS.tool(
     guard=_log,
     read_only=True,
-    ref=_string(f"Where the log starts: {_REF_HELP}.", default="HEAD"),
-    namespace=_namespace("Only commits that changed items under this namespace prefix."),
+    ref=string(f"Where the log starts: {REF_HELP}.", default="HEAD"),
+    namespace=labels("Only commits that changed items under this namespace prefix."),
     key={**KEY, "description": "Only commits that changed this item (needs `namespace`)."},
-    limit=_integer("Most commits to return.", 20),
+    limit=integer("Most commits to return.", 20),
 )
 def memory_log(
     memory: Memory, *, ref: str, namespace: list[str] | None = None, key: str | None = None, limit: int
@@ -382,14 +246,14 @@ def memory_log(
     return {"commits": [commit_json(c) for c in memory.log(ref, namespace=namespace, key=key, limit=limit)]}
 
 
-@_tool(
+@MEMORY_TOOLS.tool(
     guard=_narrowed,
     required=("old",),
     read_only=True,
-    old=_string(f"The earlier version: {_REF_HELP}."),
-    new=_string("The later version (same forms).", default="HEAD"),
-    namespace=_namespace("Only items under this namespace prefix.", default=[]),
-    limit=_integer("Most changes to return.", 100, maximum=10_000),
+    old=string(f"The earlier version: {REF_HELP}."),
+    new=string("The later version (same forms).", default="HEAD"),
+    namespace=labels("Only items under this namespace prefix.", default=[]),
+    limit=integer("Most changes to return.", 100, maximum=10_000),
 )
 def memory_diff(memory: Memory, *, old: str, new: str, namespace: list[str], limit: int) -> dict[str, Any]:
     """Show which memories differ between two versions, with both sides of each.
@@ -401,14 +265,14 @@ def memory_diff(memory: Memory, *, old: str, new: str, namespace: list[str], lim
     return {"changes": [change_json(c) for c in changes[:limit]], "truncated": len(changes) > limit}
 
 
-@_tool(
+@MEMORY_TOOLS.tool(
     guard=_checked,
     required=("namespace", "key"),
     read_only=True,
     namespace=NAMESPACE,
     key=KEY,
-    ref=_string(f"Whose history: {_REF_HELP}.", default="HEAD"),
-    limit=_integer("Most versions to return.", 20),
+    ref=string(f"Whose history: {REF_HELP}.", default="HEAD"),
+    limit=integer("Most versions to return.", 20),
 )
 def memory_history(memory: Memory, *, namespace: list[str], key: str, ref: str, limit: int) -> dict[str, Any]:
     """Every version of one memory, newest first, each with the commit that made it (blame).
@@ -419,7 +283,7 @@ def memory_history(memory: Memory, *, namespace: list[str], key: str, ref: str, 
     return {"versions": [version_json(v) for v in versions]}
 
 
-@_tool(read_only=True)
+@MEMORY_TOOLS.tool(read_only=True)
 def memory_list_branches(memory: Memory) -> dict[str, Any]:
     """List the branches and tags. A branch is an isolated line of changes: write to it with `branch`, read it
     with `at`, then memory_merge it; a tag names a version that never moves (read it with `at`).
@@ -430,10 +294,10 @@ def memory_list_branches(memory: Memory) -> dict[str, Any]:
     return {"current": memory.branch, "branches": memory.branches(), "tags": memory.tags()}
 
 
-@_tool(
+@MEMORY_TOOLS.tool(
     required=("name",),
-    name=_string("The branch to create (letters, digits and . _ / -); it must not exist yet."),
-    at=_string(f"Where the new branch starts: {_REF_HELP}.", default="HEAD"),
+    name=string("The branch to create (letters, digits and . _ / -); it must not exist yet."),
+    at=string(f"Where the new branch starts: {REF_HELP}.", default="HEAD"),
 )
 def memory_create_branch(memory: Memory, *, name: str, at: str) -> dict[str, Any]:
     """Create a branch at a version, to try changes in isolation (nothing else changes).
@@ -444,12 +308,12 @@ def memory_create_branch(memory: Memory, *, name: str, at: str) -> dict[str, Any
     return {"current": memory.branch, "branches": memory.branches()}
 
 
-@_tool(
+@MEMORY_TOOLS.tool(
     guard=_everywhere("delete a branch"),
     scope="admin",
     required=("name",),
     destructive=True,
-    name=_string("The branch to delete (not the server's branch)."),
+    name=string("The branch to delete (not the server's branch)."),
 )
 def memory_delete_branch(memory: Memory, *, name: str) -> dict[str, Any]:
     """Delete a branch: its name is gone, and its commits stay readable only while another branch, a tag or a
@@ -461,11 +325,11 @@ def memory_delete_branch(memory: Memory, *, name: str) -> dict[str, Any]:
     return {"current": memory.branch, "branches": memory.branches()}
 
 
-@_tool(
+@MEMORY_TOOLS.tool(
     guard=_everywhere("merge"),
     required=("source",),
-    source=_string(f"What to merge: {_REF_HELP}."),
-    into=_string("The branch to merge into. Default: the server's branch."),
+    source=string(f"What to merge: {REF_HELP}."),
+    into=string("The branch to merge into. Default: the server's branch."),
     strategy=STRATEGY,
     message=MESSAGE,
     author=AUTHOR,
@@ -482,10 +346,10 @@ def memory_merge(
     return {"commit": commit_json(_on(memory, into, author).merge(source, strategy=strategy, message=message))}
 
 
-@_tool(
+@MEMORY_TOOLS.tool(
     guard=_everywhere("revert"),
     required=("ref",),
-    ref=_string(f"The commit to undo: {_REF_HELP}."),
+    ref=string(f"The commit to undo: {REF_HELP}."),
     strategy=STRATEGY,
     branch=BRANCH,
     author=AUTHOR,
@@ -500,8 +364,4 @@ def memory_revert(
     return {"commit": commit_json(_on(memory, branch, author).revert(ref, strategy=strategy))}
 
 
-# The channels tools (issue #13) register themselves in TOOLS, after the memory tools.
-from engram.mcp import channel_tools as _channel_tools  # noqa: E402, F401
-
-# The memory writer's tools (issue #14), after them.
-from engram.mcp import writer_tools as _writer_tools  # noqa: E402, F401
+__all__ = ["MEMORY_TOOLS"]

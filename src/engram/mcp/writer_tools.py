@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from engram.mcp.tools import NAMESPACE, STRATEGY, Strategy, _integer, _string, _tool
+from engram.mcp.registry import NAMESPACE, STRATEGY, Registry, Strategy, integer, string
 from engram.ops.access import Principal
 from engram.store import Memory
 from engram.writer import MemoryWriter, OfflineExtractor
 
+#: The memory writer's tools, by name, in the order clients list them.
+WRITER_TOOLS = Registry()
 TARGET = {**NAMESPACE, "description": 'The namespace the memories go to: an array of labels, e.g. ["users", "alice"].'}
-RUN_ID = _string("A run id, as memory_writer_runs lists them.", minLength=1)
+RUN_ID = string("A run id, as memory_writer_runs lists them.", minLength=1)
 
 
 def _target(who: Principal, args: dict[str, Any]) -> dict[str, Any]:
@@ -26,20 +28,20 @@ def _writer(memory: Memory) -> MemoryWriter:
     return MemoryWriter(memory, extractor=OfflineExtractor(), background=False)
 
 
-@_tool(
+@WRITER_TOOLS.tool(
     guard=_target,
     required=("conversation_id", "target", "role", "text"),
-    conversation_id=_string("The conversation (started on its first turn); a label: no '.'.", minLength=1),
+    conversation_id=string("The conversation (started on its first turn); a label: no '.'.", minLength=1),
     target=TARGET,
     role={"type": "string", "enum": ["user", "assistant", "system", "tool"], "description": "Who spoke."},
-    text=_string("What was said (secrets are redacted before it is stored)."),
+    text=string("What was said (secrets are redacted before it is stored)."),
     status={
         "type": "string",
         "enum": ["completed", "aborted"],
         "default": "completed",
         "description": "An aborted turn never counts towards a run.",
     },
-    message_id=_string("The app's id of the message; the memories made from it cite it in their sources."),
+    message_id=string("The app's id of the message; the memories made from it cite it in their sources."),
 )
 def memory_append_turn(
     memory: Memory, *, conversation_id: str, target: list[str], role: str, text: str, status: str,
@@ -59,15 +61,15 @@ def memory_append_turn(
                                                    "pending": decision.pending, "run": decision.run}}  # fmt: skip
 
 
-@_tool(guard=_target, required=("target",), read_only=True, target=TARGET)
+@WRITER_TOOLS.tool(guard=_target, required=("target",), read_only=True, target=TARGET)
 def memory_writer_status(memory: Memory, *, target: list[str]) -> dict[str, Any]:
     """The memory writer's state for a target: turns pending, the run in flight, what each conversation has been
     processed up to, and the last run."""
     return _writer(memory).status(tuple(target))
 
 
-@_tool(guard=_target, required=("target",), read_only=True, target=TARGET,
-       limit=_integer("Most runs to return.", 20, maximum=100))  # fmt: skip
+@WRITER_TOOLS.tool(guard=_target, required=("target",), read_only=True, target=TARGET,
+       limit=integer("Most runs to return.", 20, maximum=100))  # fmt: skip
 def memory_writer_runs(memory: Memory, *, target: list[str], limit: int) -> dict[str, Any]:
     """The memory writer's last runs on a target, newest first: outcome, actions, duration, review state, trace.
 
@@ -75,7 +77,7 @@ def memory_writer_runs(memory: Memory, *, target: list[str], limit: int) -> dict
     return {"runs": _writer(memory).runs(tuple(target), limit)}
 
 
-@_tool(guard=_target, required=("target", "run_id"), target=TARGET, run_id=RUN_ID, strategy=STRATEGY)
+@WRITER_TOOLS.tool(guard=_target, required=("target", "run_id"), target=TARGET, run_id=RUN_ID, strategy=STRATEGY)
 def memory_writer_approve(memory: Memory, *, target: list[str], run_id: str, strategy: Strategy) -> dict[str, Any]:
     """Approve a memory-writer run left for review: merge its branch into the memory, then delete the branch.
 
@@ -83,9 +85,12 @@ def memory_writer_approve(memory: Memory, *, target: list[str], run_id: str, str
     return _writer(memory).approve(tuple(target), run_id, strategy=strategy)
 
 
-@_tool(guard=_target, required=("target", "run_id"), destructive=True, target=TARGET, run_id=RUN_ID)
+@WRITER_TOOLS.tool(guard=_target, required=("target", "run_id"), destructive=True, target=TARGET, run_id=RUN_ID)
 def memory_writer_reject(memory: Memory, *, target: list[str], run_id: str) -> dict[str, Any]:
     """Reject a memory-writer run left for review: delete its branch (its turns stay processed).
 
     Returns the run record."""
     return _writer(memory).reject(tuple(target), run_id)
+
+
+__all__ = ["WRITER_TOOLS"]

@@ -24,7 +24,7 @@ import json
 import os
 import secrets
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -322,6 +322,16 @@ def principal(key: ApiKey) -> Principal:
     return Principal(key.tenant, frozenset(key.scopes), key.namespace_prefix, key.id)
 
 
+def key_from_headers(headers: Mapping[str, str]) -> str | None:
+    """The API key an HTTP request carries: ``Authorization: Bearer <key>``, else ``X-API-Key: <key>``; None
+    when it carries neither (an empty value is none). ``headers`` is looked up by lowercase name (Starlette's
+    headers, or a dict of lowercased names); every door reads the key with this one rule."""
+    scheme, _, credentials = (headers.get("authorization") or "").partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    return headers.get("x-api-key") or None
+
+
 def authenticate(keyring: KeyRing, secret: str | None) -> Principal:
     """The caller a key makes; :class:`AuthenticationError` for a missing or unknown key."""
     if not secret:
@@ -345,5 +355,6 @@ __all__ = [
     "check_prefix",
     "default_keys_path",
     "hash_key",
+    "key_from_headers",
     "principal",
 ]

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
 from engram.errors import InvalidInputError
-from engram.server.app import PrefixQuery, Read, RefQuery, run
+from engram.server.deps import PrefixQuery, Read, RefQuery, prefix_of, run
 from engram.server.errors import StrictRoute
 from engram.server.schemas import CommitOut, responses
 from engram.store.serialize import commit_json
@@ -56,10 +56,6 @@ def _time(name: str, text: str | None) -> datetime | None:
         raise InvalidInputError(f"{name} must be an ISO 8601 time such as 2026-11-20T11:15:00Z, not {text!r}") from None
 
 
-def _parse_prefix(text: str | None) -> tuple[str, ...] | None:
-    return None if text is None else tuple(text.split(".")) if text else ()
-
-
 @routes.get("/v1/timeline", response_model=None, responses=responses(TimelineOut))
 async def v1_timeline(
     caller: Read,
@@ -79,9 +75,9 @@ async def v1_timeline(
     each with the number of items it changed; filtered by namespace prefix, key, author and time. A page ends
     after ``limit`` commits or ``max_scan`` commits looked at; ``cursor`` continues (null: the history ends)."""
     if key is not None:
-        scope: tuple[str, ...] | None = caller.who.check(_parse_prefix(namespace) or ())
+        scope: tuple[str, ...] | None = caller.who.check(prefix_of(namespace) or ())
     else:
-        scope = caller.who.narrow(_parse_prefix(namespace))
+        scope = caller.who.narrow(prefix_of(namespace))
     after, before = _time("since", since), _time("until", until)
     page = await run(lambda: timeline(
         caller.on(branch), ref, namespace=scope, key=key, author=author, since=after, until=before, limit=limit,

@@ -19,8 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from engram.channels import Actor, Channels, to_json
+from engram.channels.hub import topic_matches
 from engram.errors import AuthenticationError, EngramError
-from engram.server.app import Admin, Read, Write
+from engram.server.deps import Admin, Caller, Read, Write
 from engram.server.errors import StrictRoute
 from engram.server.schemas import responses
 
@@ -138,7 +139,7 @@ class Patterns(_Body):
     write: bool = False
 
 
-async def _act(caller: Any, agent: str | None, call: Callable[[Actor], Any]) -> Any:
+async def _act(caller: Caller, agent: str | None, call: Callable[[Actor], Any]) -> Any:
     """Run one library call as the agent the caller's key makes, on a worker thread; its result as JSON."""
 
     caller.who.require_unrestricted("channels")
@@ -179,7 +180,7 @@ class KeyBinding(_Body):
     read_all_notes: bool = False
 
 
-async def _admin(caller: Any, call: Callable[[Channels], Any]) -> Any:
+async def _admin(caller: Caller, call: Callable[[Channels], Any]) -> Any:
     caller.who.require_unrestricted("channels")
     return await run_in_threadpool(lambda: to_json(call(Channels(caller.on()))))
 
@@ -407,7 +408,7 @@ async def stream(
             batch = await run_in_threadpool(actor.hub.read_events, position, limit=200)
             for event in batch:
                 position = event.seq
-                if (topics is None or any(_matches(event.topic, t) for t in topics)) and actor.wants(event):
+                if topic_matches(event.topic, topics) and actor.wants(event):
                     yield f"id: {event.seq}\nevent: {event.topic}\ndata: {json.dumps(event.as_dict())}\n\n"
             if not batch:
                 await asyncio.sleep(0.05)
@@ -417,9 +418,3 @@ async def stream(
 
 #: Seconds between two checks of an open event stream's key (revoked, or unbound from its agent: the stream ends).
 RECHECK = 1.0
-
-
-def _matches(topic: str, pattern: str) -> bool:
-    from engram.channels.hub import topic_matches
-
-    return topic_matches(topic, [pattern])

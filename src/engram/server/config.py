@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engram.breakers import configure as configure_breakers
 from engram.embed import Embedder
@@ -17,15 +17,13 @@ from engram.objects import Commit
 from engram.ops.access import LOCAL_TENANT, default_keys_path
 from engram.ops.remotes import open_remote, remote_config
 from engram.ops.schedule import BackupSchedule
+from engram.ops.shards import ShardRouter
 from engram.ops.shards.catalog import TenantMovedError
 from engram.ops.tenants import MAX_OPEN, TenantPool, store_opener
 from engram.repo import Repository
 from engram.store import open_repository
 from engram.store.aio import Coalescer
 from engram.store.ops import Op
-
-if TYPE_CHECKING:
-    from engram.ops.shards import ShardRouter
 
 MiB = 1 << 20
 #: Most write batchers (tenant, branch, author) kept; an idle one holds nothing and is recreated on demand.
@@ -115,8 +113,6 @@ class Tenants:
         if config.shard_catalog is not None and local:
             raise ConfigError("a shard catalog places tenants: it needs API keys (engram keys create --tenant ...)")
         if config.shard_catalog is not None:
-            from engram.ops.shards import ShardRouter
-
             self.router = ShardRouter(config.shard_catalog)
         opener = store_opener(config.store, local=local, branch=config.branch, embedder=config.embedder,
                               router=self.router, **config.open_options())  # fmt: skip

@@ -15,7 +15,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -23,14 +23,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram.errors import ConfigError, NotFoundError, StorageError
 from engram.objects import Commit
+from engram.ops.shards import ShardRouter
 from engram.ops.shards.router import GatedRefStore
+from engram.server.config import ServerConfig
 from engram.store import Memory, tenant_url
 from engram.store.connect import POSTGRES_SCHEMES
 from engram.store.replicas import Replica, ReplicatedStore, Routed, Token, parse_tokens, replica_opener, replica_urls
-
-if TYPE_CHECKING:
-    from engram.ops.shards import ShardRouter
-    from engram.server.config import ServerConfig
 
 __all__ = [
     "COMMIT_HEADER",

@@ -14,22 +14,21 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, FastAPI, Request, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
-from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from engram.errors import EngramError
 from engram.ops import metrics
-from engram.ops.access import LOCAL_TENANT
+from engram.ops.access import LOCAL_TENANT, key_from_headers
 from engram.ops.health import TIMEOUT, Readiness, readiness
 from engram.ops.remotes.config import remote_config
 from engram.ops.shards.health import ShardProbe
 from engram.redaction import scrub, scrub_value
 from engram.repo import Repository
 from engram.server import schemas as s
-from engram.server.app import State
+from engram.server.deps import RequestKey, State
 from engram.server.errors import ErrorBody, StrictRoute, error_response
 from engram.store import Memory
 from engram.store.connect import local_file
@@ -38,8 +37,6 @@ routes = APIRouter(route_class=StrictRoute, tags=["health"])
 #: Threads that answer readiness probes and scrapes, apart from the request threads (which may all be waiting
 #: on a store that is down).
 _THREADS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="engram-readyz")
-_bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer <API key>")
-_api_key = APIKeyHeader(name="X-API-Key", auto_error=False, description="X-API-Key: <API key>")
 
 
 @dataclass
@@ -104,7 +101,7 @@ async def readyz(request: Request) -> JSONResponse:
     remotes, circuit breakers and readonly or draining shards are reported too, and one that fails makes the
     status ``degraded`` (still 200: the store answers without it); a 503 names what failed."""
     report = await _check(request)
-    if not _admin(request.app.state.engram, _key(request)):
+    if not _admin(request.app.state.engram, key_from_headers(request.headers)):  # read here, not declared
         if not report.ready:
             return error_response(503, "not_ready", "the server is not ready", None, {"Retry-After": "1"})
         return JSONResponse({"status": "ok", "checks": {}})
@@ -116,14 +113,6 @@ async def readyz(request: Request) -> JSONResponse:
         return error_response(503, "not_ready", scrub(f"{what} not ready: {reason}"), {"checks": checks},
                               {"Retry-After": "1"})  # fmt: skip
     return JSONResponse({"status": report.status, "checks": checks})
-
-
-def _key(request: Request) -> str | None:
-    """The API key a request carries, if any (read here, not declared: ``/readyz`` needs none)."""
-    scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and credentials.strip():
-        return credentials.strip()
-    return request.headers.get("x-api-key") or None
 
 
 def _admin(state: State, secret: str | None) -> bool:
@@ -147,15 +136,11 @@ def _admin(state: State, secret: str | None) -> bool:
     responses={200: {"content": {metrics.CONTENT_TYPE: {}}, "description": "Prometheus text format"},
                **s.responses()},
 )  # fmt: skip
-async def metrics_text(
-    request: Request,
-    bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    api_key: Annotated[str | None, Depends(_api_key)],
-) -> Response:
+async def metrics_text(request: Request, secret: RequestKey) -> Response:
     """Every engram metric in the Prometheus text format, readiness checked first (``engram_ready``); needs the
     ``admin`` scope on a server with keys."""
     state: State = request.app.state.engram
-    who = state.authenticate(bearer.credentials if bearer is not None else api_key)
+    who = state.authenticate(secret)
     who.require("admin")
     who.require_unrestricted("read the metrics")
     await _check(request)
@@ -163,9 +148,4 @@ async def metrics_text(
     return Response(body, media_type=metrics.CONTENT_TYPE)
 
 
-def install(app: FastAPI) -> None:
-    """Add these routes to ``app``, flat in ``app.routes`` (as the store and ``/v1`` routes are)."""
-    app.router.routes.extend(routes.routes)
-
-
-__all__ = ["install", "routes"]
+__all__ = ["routes"]

@@ -12,12 +12,20 @@ import mimetypes
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from engram.ui import ASSETS
+
+try:  # Swagger UI's files, from the ``server`` extra's ``fastapi-offline`` package
+    import fastapi_offline
+
+    _DOCS: Path | None = Path(fastapi_offline.__file__).resolve().parent / "static"
+except ImportError:  # pragma: no cover - the server extra installs it; without it /docs says how to get it
+    _DOCS = None
+
 
 #: Files a browser may cache for a while; the UI asks again after an upgrade (the page's URLs carry the version).
 _CACHE = "public, max-age=300"
@@ -25,15 +33,6 @@ _TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html", ".
           ".png": "image/png", ".map": "application/json"}  # fmt: skip
 #: Content-Security-Policy of the UI's pages: everything from engram itself, nothing from elsewhere.
 CSP = "default-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'"
-
-
-def _docs_dir() -> Path | None:
-    """Swagger UI's files, from the ``server`` extra's ``fastapi-offline`` package."""
-    try:
-        import fastapi_offline
-    except ImportError:  # pragma: no cover - the server extra installs it
-        return None
-    return Path(fastapi_offline.__file__).resolve().parent / "static"
 
 
 def _files(root: Path) -> dict[str, Path]:
@@ -54,16 +53,17 @@ def wants_html(request: Request) -> bool:
     return "text/html" in request.headers.get("accept", "")
 
 
-def install(app: FastAPI, info: dict[str, Any]) -> None:
-    """Serve the UI at ``/`` (``info``, the discovery document, at ``/api`` and to non-browsers at ``/``),
-    its assets at ``/ui/``, and Swagger UI at ``/docs`` from local files."""
+def routes(info: dict[str, Any]) -> APIRouter:
+    """The routes serving the UI at ``/`` (``info``, the discovery document, at ``/api`` and to non-browsers at
+    ``/``), its assets at ``/ui/``, and Swagger UI at ``/docs`` from local files (none in the OpenAPI)."""
     assets = _files(ASSETS)
     index = (ASSETS / "index.html").read_text(encoding="utf-8")
-    docs_dir = _docs_dir()
+    docs_dir = _DOCS
     docs_files = {} if docs_dir is None else _files(docs_dir)
     info = {**info, "ui": "/", "api": "/api"}
+    router = APIRouter()
 
-    @app.get("/", include_in_schema=False)
+    @router.get("/", include_in_schema=False)
     async def root(request: Request) -> Response:
         if wants_html(request):
             return HTMLResponse(index, headers={"Content-Security-Policy": CSP, "Cache-Control": "no-cache"})
@@ -93,10 +93,11 @@ def install(app: FastAPI, info: dict[str, Any]) -> None:
     async def docs_file(request: Request) -> Response:
         return _file(docs_files, request.path_params["name"])
 
-    app.add_route("/api", api, methods=["GET"], include_in_schema=False)
-    app.add_route("/ui/{name:path}", ui_file, methods=["GET"], include_in_schema=False)
-    app.add_route("/docs", docs, methods=["GET"], include_in_schema=False)
-    app.add_route("/docs/assets/{name:path}", docs_file, methods=["GET"], include_in_schema=False)
+    router.add_route("/api", api, methods=["GET"], include_in_schema=False)
+    router.add_route("/ui/{name:path}", ui_file, methods=["GET"], include_in_schema=False)
+    router.add_route("/docs", docs, methods=["GET"], include_in_schema=False)
+    router.add_route("/docs/assets/{name:path}", docs_file, methods=["GET"], include_in_schema=False)
+    return router
 
 
-__all__ = ["CSP", "install", "wants_html"]
+__all__ = ["CSP", "routes", "wants_html"]

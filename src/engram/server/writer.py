@@ -13,8 +13,8 @@ from fastapi import APIRouter, Query
 from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field
 
-from engram.server.app import Read, Write, run
 from engram.server.config import ServerConfig
+from engram.server.deps import Caller, Read, Write, run
 from engram.server.errors import StrictRoute
 from engram.server.schemas import responses
 from engram.store import Memory
@@ -62,7 +62,7 @@ def writer_for(memory: Memory, config: ServerConfig) -> MemoryWriter:
                         policy=config.writer_policy, background=False)  # type: ignore[arg-type]  # fmt: skip
 
 
-def _writer(caller: Any, target: str | None = None) -> MemoryWriter:
+def _writer(caller: Caller, target: str | None = None) -> MemoryWriter:
     """The caller's writer, after checking that ``target`` (dot-joined) lies under the key's namespace prefix (and
     is not a system namespace): a prefix-restricted key reaches only its own targets, as at every door."""
     if target is not None:
