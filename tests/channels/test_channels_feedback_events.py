@@ -6,12 +6,16 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import engram
 from engram.channels import FEEDBACK_STEP, Actor, Channels
-from engram.errors import InvalidInputError, NotAMemberError
+from engram.embed import Embedder, HashingEmbedder
+from engram.errors import EmbedderError, InvalidInputError, NotAMemberError
 
 
 def test_feedback_moves_confidence_by_the_bounded_rule(hub: Channels, alice: Actor, bob: Actor) -> None:
@@ -64,6 +68,46 @@ def test_patterns_cluster_and_are_not_duplicated(alice: Actor, bob: Actor) -> No
     assert alice.message(grown[0].note or "").metadata["count"] == 4
     with pytest.raises(InvalidInputError):
         alice.detect_patterns("debugging", min_cluster=1)
+
+
+class _Down(HashingEmbedder):
+    """An embedder whose model server is unreachable."""
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        raise EmbedderError("model server unreachable")
+
+
+def _repeat_errors(actor: Actor) -> None:
+    actor.create_channel("debugging")
+    for port in (5432, 5433, 5434):
+        actor.send("debugging", f"ConnectionRefusedError: connect to 127.0.0.1 port {port} refused")
+
+
+def test_patterns_report_no_degradation_with_the_stores_embedder(alice: Actor) -> None:
+    _repeat_errors(alice)
+    found = alice.detect_patterns("debugging", threshold=0.6)
+    assert found.degraded is None and found[0].count == 3
+    assert alice.detect_patterns("debugging", threshold=0.6, write=True).degraded is None
+
+
+@pytest.mark.parametrize("embedder", [None, _Down()], ids=["none", "down"])
+def test_patterns_without_a_usable_embedder_are_degraded_not_silent(tmp_path: Path, embedder: Embedder | None) -> None:
+    memory = engram.open(f"sqlite:///{tmp_path / 'p.db'}", author="tester", embedder=embedder)
+    try:
+        hub = Channels(memory)
+        hub.create_project("acme")
+        hub.register_agent("alice", project="acme")
+        alice = hub.as_agent("alice")
+        _repeat_errors(alice)
+        found = alice.detect_patterns("debugging", threshold=0.6)
+        assert found[0].count == 3  # still clustered (lexically) ...
+        assert found.degraded is not None and "hashing embedder" in found.degraded  # ... and it says so
+        if embedder is not None:
+            assert "unreachable" in found.degraded
+        written = alice.detect_patterns("debugging", threshold=0.6, write=True)
+        assert written.degraded == found.degraded and written[0].new
+    finally:
+        memory.close()
 
 
 def test_events_are_ordered_scoped_and_filtered(hub: Channels, alice: Actor, bob: Actor) -> None:

@@ -11,10 +11,10 @@ A channel is items under ``("_channels", ...)`` (the layout is in :mod:`engram.c
     me.send("debugging", "ConnectionRefusedError on port 5432", metadata={"type": "debug_start"})
 """
 
+from engram.channels._ops import FEEDBACK_STEP
 from engram.channels.actor import Actor
-from engram.channels.hub import Channels
-from engram.channels.messaging import FEEDBACK_STEP
-from engram.channels.model import Agent, Channel, Event, Member, Message, MessageResults, Pattern, to_json
+from engram.channels.model import Agent, Channel, Event, Member, Message, MessageResults, Pattern, Patterns, to_json
+from engram.channels.service import Channels
 
 __all__ = [
     "FEEDBACK_STEP",
@@ -27,5 +27,6 @@ __all__ = [
     "Message",
     "MessageResults",
     "Pattern",
+    "Patterns",
     "to_json",
 ]

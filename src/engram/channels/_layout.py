@@ -27,7 +27,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engram.errors import InvalidChannelNameError, InvalidConfidenceError, InvalidFilterError, InvalidInputError
+from engram.errors import (
+    ContentTooLargeError,
+    InvalidChannelNameError,
+    InvalidConfidenceError,
+    InvalidFilterError,
+    InvalidInputError,
+)
 from engram.store.filters import compile_filter
 
 ROOT = "_channels"
@@ -148,8 +154,6 @@ def check_confidence(value: Any, what: str = "confidence") -> float:
 
 def check_content(content: Any, limit: int) -> str:
     """Message text: a string of at most ``limit`` characters."""
-    from engram.errors import ContentTooLargeError
-
     if not isinstance(content, str):
         raise InvalidInputError(f"content must be a string, got {type(content).__name__}")
     if len(content) > limit:
@@ -159,8 +163,6 @@ def check_content(content: Any, limit: int) -> str:
 
 def check_json(value: Any, what: str, limit: int) -> dict[str, Any]:
     """A JSON object (metadata, session context) of at most ``limit`` encoded characters."""
-    from engram.errors import ContentTooLargeError
-
     if value is None:
         return {}
     if not isinstance(value, Mapping):

@@ -1,4 +1,4 @@
-"""The channels service over one memory handle: registration, the write path, permissions and events.
+"""The channels service over one memory handle: registration, the write path, reads and events.
 
 Every operation is one commit (a strict transaction): its items and the events it emits are written
 together or not at all. Every write also advances the event counter, so two writers racing on the same
@@ -12,10 +12,10 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from engram.backends.base import now_ms
 from engram.channels import _layout as layout
+from engram.channels._ops import DISCOVERABILITY, DM_POLICIES, MAX_CONTENT, MAX_METADATA, Writer, join
 from engram.channels.model import Agent, Channel, Discoverability, DmPolicy, Event
 from engram.errors import (
     AgentNotFoundError,
@@ -23,69 +23,15 @@ from engram.errors import (
     ChannelNotFoundError,
     InvalidInputError,
     MergeConflictError,
-    PermissionDeniedError,
 )
 from engram.store import Memory
 from engram.store.ops import GetOp
 from engram.store.reader import Reader
 from engram.store.system import SERVICE
 
-if TYPE_CHECKING:
-    from engram.channels.actor import Actor
-    from engram.store.memory import Transaction
-
 T = TypeVar("T")
 #: How often a write that lost a race with another writer is retried on the new head.
 MAX_ATTEMPTS = 50
-#: The longest message or note, in characters, unless the service is configured otherwise.
-MAX_CONTENT = 32_000
-#: The largest metadata (or session context) object, in characters of JSON.
-MAX_METADATA = 32_000
-DM_POLICIES = ("open", "restricted", "closed")
-DISCOVERABILITY = ("public", "project", "private")
-
-
-class Writer:
-    """The items and events of one operation, buffered in one transaction."""
-
-    def __init__(self, tx: Transaction, actor: str) -> None:
-        self.tx = tx
-        self.actor = actor
-        self.now = now_ms()
-        self._counters: dict[str, Any] | None = None
-        self._buckets: dict[str, dict[str, Any]] = {}
-        self.events: list[Event] = []
-
-    def get(self, namespace: tuple[str, ...], key: str) -> dict[str, Any] | None:
-        """The value at (namespace, key) as this operation sees it (its own writes included)."""
-        item = self.tx.get(namespace, key)
-        return None if item is None else dict(item.value)
-
-    def put(self, namespace: tuple[str, ...], key: str, value: dict[str, Any], text: bool = False) -> None:
-        """Write an item; only messages and notes (``text=True``) are searchable, by their ``text`` field."""
-        self.tx.put(namespace, key, value, ["text"] if text else False, ttl=None)
-
-    def delete(self, namespace: tuple[str, ...], key: str) -> None:
-        """Delete an item."""
-        self.tx.delete(namespace, key)
-
-    def emit(self, topic: str, channel: str | None = None, message: str | None = None, **data: Any) -> Event:
-        """Append an event to the log, in this operation's commit (into the bucket of its sequence number)."""
-        if self._counters is None:
-            self._counters = self.get(layout.STATE, layout.COUNTERS) or {"events": 0}
-        self._counters["events"] += 1
-        seq = self._counters["events"]
-        value = {"seq": seq, "topic": topic, "actor": self.actor, "time": self.now, "channel": channel,
-                 "message": message, "data": data}  # fmt: skip
-        key = layout.seq_key(layout.bucket_of(seq))
-        bucket = self._buckets.get(key) or self.get(layout.EVENTS, key) or {"events": []}
-        bucket["events"].append(value)
-        self._buckets[key] = bucket
-        self.put(layout.EVENTS, key, bucket)
-        self.put(layout.STATE, layout.COUNTERS, self._counters)
-        event = Event.from_value(value)
-        self.events.append(event)
-        return event
 
 
 class Directory:
@@ -117,11 +63,11 @@ def _commit_message(events: list[Event]) -> str:
     return f"channels: {topics} (event {first})" if first == last else f"channels: {topics} (events {first}-{last})"
 
 
-class Channels:
-    """Channels, direct messages and notes for a team of agents, stored in ``memory``'s branch.
+class Hub:
+    """The channels service's state over one memory handle: registration, the write path, reads and events.
 
-    Register projects and agents here; act as an agent with :meth:`as_agent`. Doors (HTTP, MCP) decide who
-    the agent is from the caller's API key, never from an argument.
+    Agents act through :class:`~engram.channels.Actor`, built on a hub by :mod:`engram.channels.actor`; the public
+    :class:`~engram.channels.Channels` is this hub plus the ways to get an actor.
     """
 
     def __init__(self, memory: Memory, *, max_content: int = MAX_CONTENT, max_metadata: int = MAX_METADATA) -> None:
@@ -209,13 +155,6 @@ class Channels:
 
         return self.write(aid, f"register agent {aid}", op)
 
-    def as_agent(self, agent: str, *, read_all_notes: bool = False) -> Actor:
-        """Act as a registered agent. ``read_all_notes`` (the ``notes:read-all`` scope) lets it peek at other
-        agents' notes; every peek is recorded in the event log."""
-        from engram.channels.actor import Actor
-
-        return Actor(self, self.agent(agent), read_all_notes=read_all_notes)
-
     def bind_key(self, key_id: str, agents: Sequence[str], *, read_all_notes: bool = False) -> None:
         """Let API key ``key_id`` act as ``agents`` (one: always that agent; several: the caller names one of
         them per request). ``read_all_notes`` grants the ``notes:read-all`` scope (every use is audited)."""
@@ -230,35 +169,6 @@ class Channels:
             w.emit("key.bound", key=key_id, agents=value["agents"], read_all_notes=value["read_all_notes"])
 
         self.write("engram", f"bind key {key_id}", op)
-
-    def actor_for_key(self, key_id: str | None, agent: str | None = None) -> Actor:
-        """The actor an API key makes: the agent it is bound to, or the one it names among those it may act for.
-
-        ``key_id=None`` is a server without keys (local development: nobody is authenticated, so the caller
-        names the agent). A key bound to no agent may not act on channels at all."""
-        if key_id is None:
-            if agent is None:
-                raise PermissionDeniedError("name the agent you act as (X-Engram-Agent)", code="agent_required")
-            return self.as_agent(agent)
-        item = self.memory.get(layout.KEYS, key_id)
-        if item is None:
-            raise PermissionDeniedError(f"API key {key_id} is bound to no agent: bind it first",
-                                        code="agent_forbidden")  # fmt: skip
-        allowed, read_all = list(item.value["agents"]), bool(item.value["read_all_notes"])
-        if agent is None and len(allowed) == 1:
-            agent = allowed[0]
-        if agent is None or agent not in allowed:
-            raise PermissionDeniedError(f"API key {key_id} may act as {', '.join(allowed)} only, not {agent!r}",
-                                        code="agent_forbidden")  # fmt: skip
-        return self.as_agent(agent, read_all_notes=read_all)
-
-    def actor_for_author(self, author: str, agent: str | None = None) -> Actor:
-        """The actor a handle's author makes: ``key:<id>`` (the author of an API key's handle, see
-        :attr:`engram.ops.access.Principal.author`) acts through the key's binding; any other author is a local,
-        unauthenticated caller acting as ``agent``, or as the agent the author names."""
-        if author.startswith("key:"):
-            return self.actor_for_key(author.removeprefix("key:"), agent)
-        return self.as_agent(agent or author)
 
     # ------------------------------------------------------------------ reads
 
@@ -352,12 +262,3 @@ class Channels:
 def topic_matches(topic: str, topics: Sequence[str] | None) -> bool:
     """True when ``topic`` matches one of the glob patterns (every topic when None)."""
     return topics is None or any(fnmatch.fnmatchcase(topic, pattern) for pattern in topics)
-
-
-def join(w: Writer, channel: Channel, agent: str, capabilities: Sequence[str]) -> None:
-    """Make ``agent`` a member of ``channel`` (no check: callers check permissions)."""
-    if w.get(layout.members_ns(channel.id), agent) is not None:
-        return
-    w.put(layout.members_ns(channel.id), agent, {"capabilities": list(capabilities), "muted": False, "read": 0})
-    w.put(layout.memberships_ns(agent), channel.id, {"time": w.now})
-    w.emit("member.joined", channel.id, agent=agent)

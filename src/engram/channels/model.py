@@ -188,6 +188,17 @@ class Pattern:
     new: bool = False
 
 
+class Patterns(list[Pattern]):
+    """Clusters pattern detection found, largest first, and how it embedded them (``degraded`` says why it fell back
+    to the lexical hashing embedder, e.g. the store has no embedder or it is unavailable; None when it did not)."""
+
+    degraded: str | None
+
+    def __init__(self, items: list[Pattern], degraded: str | None = None) -> None:
+        super().__init__(items)
+        self.degraded = degraded
+
+
 def to_json(value: Any) -> Any:
     """Any channels value object (or a list of them) as JSON: the one shape every door returns."""
     if isinstance(value, MessageResults):

@@ -8,35 +8,35 @@ its id (the seed's message id) is stable across runs: re-running never duplicate
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from engram.channels import _layout as layout
-from engram.channels.hub import Writer
-from engram.channels.model import Message, Pattern
+from engram.channels._ops import Writer
+from engram.channels.hub import Hub
+from engram.channels.model import Agent, Message, Pattern, Patterns
+from engram.channels.notes import edit_note, write_note
 from engram.embed import HashingEmbedder
 from engram.embed.base import Embedder
 from engram.errors import EmbedderError, InvalidInputError
 from engram.store import Memory
 
-if TYPE_CHECKING:
-    from engram.channels.actor import Actor
-
 #: The confidence of a pattern note: 0.5 + 0.05 per member past the first, at most this much.
 MAX_PATTERN_CONFIDENCE = 0.95
 
 
-def cluster(memory: Memory, messages: list[Message], *, min_cluster: int = 3, threshold: float = 0.75) -> list[Pattern]:
-    """Clusters of at least ``min_cluster`` similar messages, largest first (ties: oldest seed first)."""
+def cluster(memory: Memory, messages: list[Message], *, min_cluster: int = 3, threshold: float = 0.75) -> Patterns:
+    """Clusters of at least ``min_cluster`` similar messages, largest first (ties: oldest seed first), embedded by
+    ``memory``'s embedder; ``degraded`` on the result says why the lexical hashing embedder was used instead."""
     if isinstance(min_cluster, bool) or not isinstance(min_cluster, int) or min_cluster < 2:
         raise InvalidInputError(f"min_cluster must be an integer >= 2, got {min_cluster!r}")
     if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not -1 <= threshold <= 1:
         raise InvalidInputError(f"threshold must be a cosine between -1 and 1, got {threshold!r}")
     ordered = sorted(messages, key=lambda m: (m.created_at, m.channel, m.number))
     if not ordered:
-        return []
-    vectors = _embed(memory.pool.embedder, [m.content for m in ordered])
+        return Patterns([])
+    vectors, degraded = _embed(memory.pool.embedder, [m.content for m in ordered])
     seeds: list[int] = []
     members: dict[int, list[int]] = {}
     for i in range(len(ordered)):
@@ -61,13 +61,13 @@ def cluster(memory: Memory, messages: list[Message], *, min_cluster: int = 3, th
             channels=tuple(sorted({ordered[j].channel for j in group})),
         ))  # fmt: skip
     found.sort(key=lambda p: -p.count)
-    return found
+    return Patterns(found, degraded)
 
 
-def record(actor: Actor, pattern: Pattern) -> Pattern:
-    """Write (or bring up to date) the pattern note of a cluster; returns it with ``note`` and ``new`` set."""
+def record(hub: Hub, agent: Agent, pattern: Pattern) -> Pattern:
+    """Write (or bring up to date) ``agent``'s pattern note of a cluster; returns it with ``note`` and ``new`` set."""
     key = pattern.id.replace(":", "~")
-    seen = actor.hub.memory.get(layout.patterns_ns(actor.id), key)
+    seen = hub.memory.get(layout.patterns_ns(agent.id), key)
     confidence = min(MAX_PATTERN_CONFIDENCE, 0.5 + 0.05 * (pattern.count - 1))
     content = f"Recurring pattern ({pattern.count} messages): {pattern.representative}"
     crumbs = [{"type": "pattern", "value": {"seed": pattern.id, "members": list(pattern.members),
@@ -81,12 +81,12 @@ def record(actor: Actor, pattern: Pattern) -> Pattern:
                 text = layout.embedded_text(content, v.get("tags", ()), crumbs)
                 return {**v, "content": content, "text": text, "breadcrumbs": crumbs, "metadata": meta, "edited": True}
 
-            actor._change(note, "edited", change, lambda w: _remember(w, actor.id, key, note, pattern))
+            edit_note(hub, agent, note, change, lambda w: _remember(w, agent.id, key, note, pattern))
         return _with(pattern, note, new=False)
-    written = actor._write_note(
-        content, confidence=confidence, tags=["pattern"], breadcrumbs=crumbs,
+    written = write_note(
+        hub, agent, content, confidence=confidence, tags=["pattern"], breadcrumbs=crumbs,
         metadata={"type": "error_pattern", "seed": pattern.id, "count": pattern.count},
-        then=lambda w, mid: _remember(w, actor.id, key, mid, pattern),
+        then=lambda w, mid: _remember(w, agent.id, key, mid, pattern),
     )  # fmt: skip
     return _with(pattern, written.id, new=True)
 
@@ -100,12 +100,14 @@ def _with(pattern: Pattern, note: str, *, new: bool) -> Pattern:
     return Pattern(pattern.id, pattern.members, pattern.representative, pattern.count, pattern.channels, note, new)
 
 
-def _embed(embedder: Embedder | None, texts: list[str]) -> np.ndarray:
+def _embed(embedder: Embedder | None, texts: list[str]) -> tuple[np.ndarray, str | None]:
     """Unit vectors of ``texts`` from the store's embedder, or (no embedder, or it fails) the lexical hashing
-    embedder, which needs no model."""
-    if embedder is not None:
+    embedder, which needs no model; and why it fell back (None when it did not)."""
+    if embedder is None:
+        degraded = "the store has no embedder: clustered with the lexical hashing embedder instead"
+    else:
         try:
-            return np.asarray(embedder.embed(texts), dtype=np.float32)
-        except EmbedderError:
-            pass
-    return np.asarray(HashingEmbedder().embed(texts), dtype=np.float32)
+            return np.asarray(embedder.embed(texts), dtype=np.float32), None
+        except EmbedderError as exc:
+            degraded = f"embedder unavailable, clustered with the lexical hashing embedder instead: {exc}"
+    return np.asarray(HashingEmbedder().embed(texts), dtype=np.float32), degraded

@@ -9,20 +9,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from engram.channels import _layout as layout
+from engram.channels.hub import Hub
 from engram.channels.model import Message, MessageResults
 from engram.errors import InvalidInputError
+from engram.store.item import SearchResults
 from engram.store.ranking import Profile
 
-if TYPE_CHECKING:
-    from engram.channels.actor import Actor
-    from engram.store.item import SearchResults
+
+class OnHub(Protocol):
+    """Anything acting on a hub (an :class:`~engram.channels.Actor`): what it searches is scoped on that hub."""
+
+    @property
+    def hub(self) -> Hub:
+        """The hub it acts on."""
+        ...
 
 
 def run(
-    actor: Actor,
+    hub: Hub,
     kind: str,
     channels: Sequence[str],
     *,
@@ -42,7 +49,7 @@ def run(
     explain: bool = False,
     at: Any = None,
 ) -> MessageResults:
-    """Search ``kind`` (``message`` or ``note``) in the given channels (already permission-checked)."""
+    """Search ``kind`` (``message`` or ``note``) of ``hub`` in the given channels (already permission-checked)."""
     if query is not None and not isinstance(query, str):
         raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
     parts: list[dict[str, Any]] = []  # the caller's conditions first: they are the selective ones
@@ -68,10 +75,10 @@ def run(
     ids = sorted(set(channels))
     parts += [{"kind": kind}, {"deleted": {"$ne": True}}]
     prefix = layout.messages_ns(ids[0]) if len(ids) == 1 else layout.MESSAGES
-    scope = _scope(actor, ids)
+    scope = _scope(hub, ids)
 
     def search(condition: dict[str, Any] | None) -> SearchResults:
-        return actor.hub.memory.search(
+        return hub.memory.search(
             prefix, query, filter={"$and": parts + ([condition] if condition else [])}, limit=limit, offset=offset,
             mode=mode, profile=profile, explain=explain, at=at,
         )  # fmt: skip
@@ -82,13 +89,14 @@ def run(
     return MessageResults([Message.from_item(i, i.score, i.explain) for i in found], found.mode, found.degraded)
 
 
-def _scope(actor: Actor, ids: list[str]) -> dict[str, Any] | None:
+def _scope(on: Hub | OnHub, ids: list[str]) -> dict[str, Any] | None:
     """The filter condition keeping a search to the channels ``ids``: ``$in`` them, or, when the caller may read
     most channels, ``$nin`` the others (None when it may read them all), which costs far less per candidate.
     The short forms are checked against the results, since a channel may be created after this was read."""
     if len(ids) == 1:
         return None  # the namespace prefix is the channel's own
-    others = sorted({c.id for c in actor.hub.directory().channels} - set(ids))
+    hub = on if isinstance(on, Hub) else on.hub
+    others = sorted({c.id for c in hub.directory().channels} - set(ids))
     if len(others) >= len(ids):
         return {"channel": {"$in": ids}}
     return {"channel": {"$nin": others}} if others else None

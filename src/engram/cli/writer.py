@@ -6,6 +6,7 @@ in the command's own process (``append`` runs the writer when the turn makes a r
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -52,7 +53,8 @@ def _writer(ctx: click.Context, *, create: bool = False) -> Iterator[MemoryWrite
     traces = options["traces"]
     if traces is None and (found := local_file(opened_url(ctx))) is not None:
         traces = found.parent / "writer-traces"
-    made = MemoryWriter(mem, extractor=extractor_from_spec(options["extractor"]), interval=options["interval"],
+    extractor = extractor_from_spec(options["extractor"], api_key=os.environ.get("OPENAI_API_KEY"))
+    made = MemoryWriter(mem, extractor=extractor, interval=options["interval"],
                         policy=options["policy"], background=False, trace_dir=traces)  # fmt: skip
     try:
         yield made

@@ -12,6 +12,7 @@ from engram.writer.offline import OfflineExtractor
 from engram.writer.openai import OpenAIExtractor
 from engram.writer.redact import redact
 from engram.writer.run import OUTCOMES
+from engram.writer.settings import WriterSettings
 from engram.writer.spec import extractor_from_spec
 from engram.writer.traces import TraceSettings, read_trace
 from engram.writer.writer import Appended, AsyncMemoryWriter, Decision, MemoryWriter
@@ -34,6 +35,7 @@ __all__ = [
     "Turn",
     "Workspace",
     "WriterMetrics",
+    "WriterSettings",
     "extractor_from_spec",
     "read_trace",
     "redact",

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from engram.errors import InvalidInputError, ItemNotFoundError, StaleMemoryError
-from engram.store import Item, Transaction
+from engram.store import Item, Memory, Transaction
 from engram.writer.conversations import Turn
 from engram.writer.redact import redact, redact_value
 
@@ -134,6 +134,11 @@ class Extractor(Protocol):
     def extract(self, request: ExtractRequest, workspace: Workspace) -> None:
         """Act on ``workspace`` for one step; raise :class:`~engram.errors.WriterError` when the model fails."""
         ...
+
+
+def model_of(extractor: Extractor | None) -> str:
+    """An extractor's model name, as run records and traces give it (``none`` without one)."""
+    return "none" if extractor is None else str(getattr(extractor, "model", type(extractor).__name__))
 
 
 class Workspace:
@@ -297,6 +302,30 @@ SYSTEM = (
     "(using the version you read), delete ones proven wrong. Never store secrets or passwords. Cite the message "
     "ids each memory comes from. When nothing is worth remembering, call no_new_memories."
 )
+
+
+def memory_notes(
+    memory: Memory, target: tuple[str, ...], query: str, budget_tokens: int, workspace: Workspace | None = None
+) -> list[MemoryNote]:
+    """The target's memories most relevant to ``query`` within ``budget_tokens``, in a stable order (by key), read
+    from ``workspace`` (a run's own view, its edits included) or else from ``memory``."""
+    if workspace is not None:
+        notes = (workspace.search(query, 50) if query.strip() else []) + workspace.recent(50)
+    else:
+        found = list(memory.search(target, query, limit=50, refresh_ttl=False)) if query.strip() else []
+        found += memory.search(target, None, limit=50, refresh_ttl=False)  # then the newest ones
+        notes = [note_of(item) for item in found if item.namespace == target]
+    kept: list[MemoryNote] = []
+    used = 0
+    seen: set[str] = set()
+    for note in notes:  # best first, then newest, while the budget lasts
+        cost = tokens(note.text) + 8
+        if note.key in seen or used + cost > budget_tokens:
+            continue
+        kept.append(note)
+        seen.add(note.key)
+        used += cost
+    return sorted(kept, key=lambda n: n.key)
 
 
 def render_turn(turn: Turn) -> str:

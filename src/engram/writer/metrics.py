@@ -9,9 +9,13 @@
 from __future__ import annotations
 
 import functools
+import logging
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.registry import REGISTRY
+
+log = logging.getLogger("engram.writer")
 
 
 class WriterMetrics:
@@ -42,3 +46,14 @@ class WriterMetrics:
 def default_metrics() -> WriterMetrics:
     """The metrics on prometheus-client's default registry (created once per process)."""
     return WriterMetrics()
+
+
+def observe_run(metrics: WriterMetrics, record: dict[str, Any]) -> None:
+    """Count a finished run in ``metrics`` and log it (metadata only)."""
+    metrics.runs.labels(outcome=record["outcome"]).inc()
+    metrics.duration.observe(float(record.get("duration_ms", 0.0)) / 1000)
+    log.info(
+        "writer run end: run=%s target=%s outcome=%s actions=%s steps=%s duration_ms=%.1f trace=%s",
+        record["id"], record["target"], record["outcome"], record.get("actions"), record.get("steps"),
+        float(record.get("duration_ms", 0.0)), record.get("trace"),
+    )  # fmt: skip

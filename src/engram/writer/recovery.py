@@ -12,24 +12,29 @@ The new run, holding the lease now, looks at the old run's review branch:
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engram.clock import now_ms
 from engram.errors import EngramError, MergeConflictError
 from engram.repo import HEADS
+from engram.store import Memory
+from engram.writer.extract import Extractor, model_of
+from engram.writer.metrics import WriterMetrics
 from engram.writer.run import branch_name, ours
+from engram.writer.settings import WriterSettings
 from engram.writer.state import Lease, StateStore, Watermark, WriterState
 from engram.writer.traces import write_trace
-
-if TYPE_CHECKING:
-    from engram.writer.writer import MemoryWriter
 
 log = logging.getLogger("engram.writer")
 
 
-def recover(writer: MemoryWriter, store: StateStore, old: Lease, lease: Lease) -> WriterState:
-    """Settle the run ``old`` (see the module docstring) under ``lease``; return the updated state."""
-    repo = writer.mem.repo
+def recover(
+    memory: Memory, settings: WriterSettings, extractor: Extractor | None, metrics: WriterMetrics, store: StateStore,
+    old: Lease, lease: Lease,
+) -> WriterState:  # fmt: skip
+    """Settle the run ``old`` (see the module docstring) under ``lease``, on ``memory`` (a handle on the memories'
+    branch) with ``settings``; return the updated state."""
+    repo, author, model = memory.repo, settings.author, model_of(extractor)
     branch = branch_name(store.target, old.run_id)
     head = repo.refs.get(HEADS + branch)
     meta: dict[str, Any] | None = None
@@ -39,20 +44,20 @@ def recover(writer: MemoryWriter, store: StateStore, old: Lease, lease: Lease) -
             meta = found
     record: dict[str, Any] = {
         "id": old.run_id, "target": store.target, "started_at": old.acquired_at, "completed_at": now_ms(),
-        "model": writer.extractor_model, "policy": writer.policy_name, "recovered_by": lease.run_id, "trace": None,
+        "model": model, "policy": settings.policy_name, "recovered_by": lease.run_id, "trace": None,
     }  # fmt: skip
     if meta is not None and head is not None:
-        merged = repo.is_ancestor(head, repo.head(writer.mem.branch))
+        merged = repo.is_ancestor(head, repo.head(memory.branch))
         record.update({"outcome": "recovered", "commit": head.hex(), "conversations": meta.get("conversations", {})})
         if merged:
             record.update({"review": None, "branch": None})
-            repo.delete_branch(branch, writer.author)
-        elif writer.policy == "auto":
+            repo.delete_branch(branch, author)
+        elif settings.direct:
             try:
-                commit = writer.mem.merge(branch, strategy="fail", author=writer.author,
-                                          message=f"writer: merge recovered run {old.run_id}")  # fmt: skip
+                commit = memory.merge(branch, strategy="fail", author=author,
+                                      message=f"writer: merge recovered run {old.run_id}")  # fmt: skip
                 record.update({"merge": commit.id.hex(), "review": None, "branch": None})
-                repo.delete_branch(branch, writer.author)
+                repo.delete_branch(branch, author)
             except MergeConflictError:
                 record.update({"review": "pending", "branch": branch})
         else:
@@ -61,12 +66,12 @@ def recover(writer: MemoryWriter, store: StateStore, old: Lease, lease: Lease) -
         record.update({"outcome": "crashed", "error": "the run started and never finished (its lease expired)"})
         if head is not None:
             try:
-                repo.delete_branch(branch, writer.author)
+                repo.delete_branch(branch, author)
             except EngramError:
                 log.warning("writer: could not delete the branch of crashed run %s", old.run_id)
         try:
-            record["trace"] = str(write_trace(writer.traces, {
-                "run": old.run_id, "target": store.target, "model": writer.extractor_model, "outcome": "crashed",
+            record["trace"] = str(write_trace(settings.traces, {
+                "run": old.run_id, "target": store.target, "model": model, "outcome": "crashed",
                 "error": record["error"], "started_at": old.acquired_at, "duration_ms": None, "steps": [],
                 "actions": [], "conversations": {}, "owner": old.owner,
             }))  # fmt: skip
@@ -88,5 +93,5 @@ def recover(writer: MemoryWriter, store: StateStore, old: Lease, lease: Lease) -
 
     state = store.update(change, f"run {lease.run_id}: recover run {old.run_id}")
     log.info("writer recovery: run=%s outcome=%s by=%s", old.run_id, record["outcome"], lease.run_id)
-    writer.metrics.runs.labels(outcome=record["outcome"]).inc()
+    metrics.runs.labels(outcome=record["outcome"]).inc()
     return state

@@ -16,18 +16,29 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engram.clock import now_ms
 from engram.errors import EngramError, MergeConflictError, StaleMemoryError, WriterError
 from engram.repo import HEADS
+from engram.store import Memory
 from engram.writer.conversations import Turn
-from engram.writer.extract import Action, ExtractRequest, Step, Workspace, chunk_turns, render_prompt, tokens
+from engram.writer.extract import (
+    Action,
+    Extractor,
+    ExtractRequest,
+    Step,
+    Workspace,
+    chunk_turns,
+    memory_notes,
+    model_of,
+    render_prompt,
+    tokens,
+)
+from engram.writer.metrics import WriterMetrics, observe_run
+from engram.writer.settings import WriterSettings, decide
 from engram.writer.state import Lease, StateStore, Watermark, WriterState, slug
-from engram.writer.traces import write_trace
-
-if TYPE_CHECKING:
-    from engram.writer.writer import MemoryWriter
+from engram.writer.traces import TraceSettings, write_trace
 
 log = logging.getLogger("engram.writer")
 
@@ -149,10 +160,17 @@ def ours(lease: Lease) -> Callable[[WriterState], None]:
 
 
 class Run:
-    """Executes one planned run for a :class:`~engram.writer.MemoryWriter` (see the module docstring)."""
+    """Executes one planned run of the memory writer (see the module docstring): on ``memory`` (a handle on the
+    memories' branch), with ``settings``, ``extractor`` and ``metrics``, holding ``lease`` in ``store``."""
 
-    def __init__(self, writer: MemoryWriter, plan: Plan, store: StateStore, lease: Lease, started_at: int) -> None:
-        self.writer = writer
+    def __init__(
+        self, memory: Memory, settings: WriterSettings, extractor: Extractor, metrics: WriterMetrics, plan: Plan,
+        store: StateStore, lease: Lease, started_at: int,
+    ) -> None:  # fmt: skip
+        self.mem = memory
+        self.settings = settings
+        self.extractor = extractor
+        self.metrics = metrics
         self.plan = plan
         self.store = store
         self.lease = lease
@@ -162,36 +180,36 @@ class Run:
         self.actions: list[Action] = []
         self.model_ms = 0.0
         self.record: dict[str, Any] = {
-            "id": plan.run_id, "target": plan.target_id, "started_at": started_at, "model": writer.extractor_model,
-            "conversations": {b.conversation_id: b.range() for b in plan.batches}, "policy": writer.policy_name,
+            "id": plan.run_id, "target": plan.target_id, "started_at": started_at, "model": model_of(extractor),
+            "conversations": {b.conversation_id: b.range() for b in plan.batches}, "policy": settings.policy_name,
         }  # fmt: skip
 
     # ------------------------------------------------------------------ steps
 
     def _extract(self, workspace: Workspace) -> None:
-        writer, plan = self.writer, self.plan
-        chunks = chunk_turns(plan.turns, writer.turn_budget_tokens)
+        settings, plan = self.settings, self.plan
+        chunks = chunk_turns(plan.turns, settings.turn_budget_tokens)
         context = plan.context
         for index, chunk in enumerate(chunks):
             query = " ".join(t.text for t in chunk)[:2000]
-            memories = writer.memory_notes(plan.target, query, writer.memory_budget_tokens, workspace)
-            prompt = render_prompt(plan.target, memories, context, chunk, writer.instructions, index, len(chunks))
-            request = ExtractRequest(plan.target, tuple(chunk), tuple(context), tuple(memories), writer.instructions,
-                                     prompt, index, len(chunks))  # fmt: skip
+            memories = memory_notes(self.mem, plan.target, query, settings.memory_budget_tokens, workspace)
+            prompt = render_prompt(plan.target, memories, context, chunk, settings.instructions, index, len(chunks))
+            request = ExtractRequest(plan.target, tuple(chunk), tuple(context), tuple(memories),
+                                     settings.instructions, prompt, index, len(chunks))  # fmt: skip
             step = Step(index, prompt)
             self.steps.append(step)
             workspace.step = step
             workspace.allowed_sources = request.message_ids
             started = time.perf_counter()
             try:
-                writer.extractor.extract(request, workspace)  # type: ignore[union-attr]
+                self.extractor.extract(request, workspace)
             except Exception as exc:
                 step.error = f"{type(exc).__name__}: {exc}"
                 raise
             finally:
                 step.duration_ms = (time.perf_counter() - started) * 1000
                 self.model_ms += sum(float(c.get("duration_ms", 0.0)) for c in step.model_calls)
-            context = (context + chunk)[-writer.context_turns :] if writer.context_turns else []
+            context = (context + chunk)[-settings.context_turns :] if settings.context_turns else []
 
     def _attempt(self, heartbeat: Heartbeat) -> tuple[str, str | None, str | None]:
         """One attempt: extract, commit on the review branch, apply the policy; returns (outcome, commit, merge).
@@ -200,17 +218,17 @@ class Run:
         goes straight onto the writer's branch instead (a strict transaction: a memory changed there meanwhile
         is a conflict, retried on the new head, exactly as a failed merge is): one ref change instead of four
         (create, commit, merge, delete), and the commit is both the run's and its merge."""
-        writer, plan = self.writer, self.plan
-        mem, repo = writer.mem, writer.mem.repo
+        settings, plan = self.settings, self.plan
+        mem, repo, author = self.mem, self.mem.repo, settings.author
         branch = branch_name(plan.target_id, plan.run_id)
-        direct = writer.policy == "auto"
+        direct = settings.direct
         if direct:
-            handle = mem.handle(mem.branch, author=writer.author)
+            handle = mem.handle(mem.branch, author=author)
         else:
             if repo.refs.get(HEADS + branch) is not None:
-                repo.delete_branch(branch, writer.author)
+                repo.delete_branch(branch, author)
             mem.create_branch(branch)
-            handle = mem.handle(branch, author=writer.author)
+            handle = mem.handle(branch, author=author)
         self.steps, self.model_ms = [], 0.0
         counter = iter(range(1, 1_000_000))
 
@@ -220,7 +238,7 @@ class Run:
         def search(query: str, limit: int) -> list[Any]:
             return list(mem.search(plan.target, query or None, limit=limit, refresh_ttl=False))
 
-        with handle.transaction("writer run", author=writer.author) as tx:
+        with handle.transaction("writer run", author=author) as tx:
             workspace = Workspace(tx, plan.target, search, run_id=plan.run_id, new_key=new_key)
             self._extract(workspace)
             self.actions = workspace.actions
@@ -230,7 +248,7 @@ class Run:
                 f"for {plan.target_id} (run {plan.run_id})"
             )
             tx.metadata = {"writer": {
-                "run": plan.run_id, "target": plan.target_id, "model": writer.extractor_model,
+                "run": plan.run_id, "target": plan.target_id, "model": model_of(self.extractor),
                 "conversations": {b.conversation_id: b.range() for b in plan.batches},
                 "messages": list(dict.fromkeys(s for a in self.actions for s in a.sources)),
             }}  # fmt: skip
@@ -238,32 +256,32 @@ class Run:
                 heartbeat.confirm()  # publish only while the target is still ours
         if tx.commit is None:
             if not direct:
-                repo.delete_branch(branch, writer.author)
+                repo.delete_branch(branch, author)
             return "no_new_memories", None, None
         commit = tx.commit.id.hex()
         if direct:
             return "merged", commit, commit
-        decision = writer.decide(self.record | {"branch": branch, "commit": commit}, self.actions)
+        decision = decide(settings.merge_policy, self.record | {"branch": branch, "commit": commit}, self.actions)
         if decision == "review":
             return "review", commit, None
         if decision == "reject":
-            repo.delete_branch(branch, writer.author)
+            repo.delete_branch(branch, author)
             return "rejected", commit, None
         heartbeat.confirm()  # publish only while the target is still ours
-        merged = mem.merge(branch, strategy="fail", author=writer.author,
+        merged = mem.merge(branch, strategy="fail", author=author,
                            message=f"writer: merge run {plan.run_id} into {mem.branch}")  # fmt: skip
-        repo.delete_branch(branch, writer.author)
+        repo.delete_branch(branch, author)
         return "merged", commit, merged.id.hex()
 
     # -------------------------------------------------------------- the run
 
     def execute(self) -> dict[str, Any]:
         """Run to an outcome, record it in the state (moving the watermark on success), trace a failure."""
-        writer, plan = self.writer, self.plan
+        settings, plan = self.settings, self.plan
         outcome, error = "error", None
         commit = merge = None
-        with Heartbeat(self.store, self.lease, writer.lease_ms) as heartbeat:
-            for attempt in range(1, writer.merge_attempts + 1):
+        with Heartbeat(self.store, self.lease, settings.lease_ms) as heartbeat:
+            for attempt in range(1, settings.merge_attempts + 1):
                 try:
                     outcome, commit, merge = self._attempt(heartbeat)
                     error = None
@@ -300,19 +318,20 @@ class Run:
             "branch": branch_name(plan.target_id, plan.run_id) if outcome == "review" else None,
             "commit": commit, "merge": merge, "review": "pending" if outcome == "review" else None, "trace": None,
         })  # fmt: skip
-        if outcome in FAILED or writer.traces.successes:
-            path = self._trace(outcome, error, duration_ms)
+        traces = settings.traces
+        if outcome in FAILED or traces.successes:
+            path = self._trace(traces, outcome, error, duration_ms)
             self.record["trace"] = None if path is None else str(path)
         if outcome != "lease_lost":
             self._finish(outcome)
-        writer.observe(self.record)
+        observe_run(self.metrics, self.record)
         return self.record
 
     def _drop_branch(self) -> None:
-        repo, name = self.writer.mem.repo, branch_name(self.plan.target_id, self.plan.run_id)
+        repo, name = self.mem.repo, branch_name(self.plan.target_id, self.plan.run_id)
         try:
             if repo.refs.get(HEADS + name) is not None:
-                repo.delete_branch(name, self.writer.author)
+                repo.delete_branch(name, self.settings.author)
         except EngramError:
             log.warning("writer run %s: could not delete its branch", self.plan.run_id)
 
@@ -334,15 +353,15 @@ class Run:
         except LeaseLostError as exc:
             record["outcome"], record["error"] = "lease_lost", str(exc)
 
-    def _trace(self, outcome: str, error: str | None, duration_ms: float) -> object:
+    def _trace(self, traces: TraceSettings, outcome: str, error: str | None, duration_ms: float) -> object:
         trace = {
-            "run": self.plan.run_id, "target": self.plan.target_id, "model": self.writer.extractor_model,
+            "run": self.plan.run_id, "target": self.plan.target_id, "model": model_of(self.extractor),
             "outcome": outcome, "error": error, "started_at": self.started_at, "duration_ms": round(duration_ms, 3),
             "conversations": self.record["conversations"], "steps": [s.dict() for s in self.steps],
             "actions": [a.dict() for a in self.actions], "prompt_tokens": sum(tokens(s.prompt) for s in self.steps),
         }  # fmt: skip
         try:
-            return write_trace(self.writer.traces, trace)
+            return write_trace(traces, trace)
         except OSError as exc:
             log.warning("writer run %s: could not write its trace (%s)", self.plan.run_id, type(exc).__name__)
             return None

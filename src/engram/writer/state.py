@@ -18,6 +18,7 @@ import os
 import secrets
 import socket
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,10 +60,8 @@ def slug(target: str) -> str:
 
 def new_run_id() -> str:
     """A sortable, unique run id: UTC time to the millisecond plus random hex (``20260101T120000123-9f2c1a``)."""
-    import time as _time
-
     ms = now_ms()
-    stamp = _time.strftime("%Y%m%dT%H%M%S", _time.gmtime(ms / 1000)) + f"{ms % 1000:03d}"
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(ms / 1000)) + f"{ms % 1000:03d}"
     return f"{stamp}-{secrets.token_hex(3)}"
 
 

@@ -21,31 +21,27 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from typing import Any, Unpack
 
 from engram.clock import now_ms
 from engram.errors import InvalidInputError, NotFoundError, RunInFlightError
 from engram.repo import HEADS
 from engram.store import Memory
 from engram.writer.conversations import Conversation, ConversationLog, Status, Turn
-from engram.writer.extract import Action, Extractor, MemoryNote, Workspace, note_of, tokens
-from engram.writer.metrics import WriterMetrics, default_metrics
+from engram.writer.extract import Action, Extractor, MemoryNote, Workspace, memory_notes, model_of
+from engram.writer.metrics import WriterMetrics, default_metrics, observe_run
 from engram.writer.recovery import recover
 from engram.writer.run import Batch, Plan, Run, branch_name
+from engram.writer.settings import PolicyFn, PolicyName, WriterOptions, WriterSettings, decide
 from engram.writer.state import Lease, StateStore, Watermark, WriterState, new_run_id, process_owner, target_id
 from engram.writer.state import target_namespace as _namespace
-from engram.writer.traces import TraceSettings, default_dir
+from engram.writer.traces import TraceSettings
 
 log = logging.getLogger("engram.writer")
 
-PolicyName = Literal["auto", "review"]
-#: A callable policy gets the run record (with ``branch`` and ``commit``) and its actions and returns ``"merge"``,
-#: ``"review"`` or ``"reject"`` (or True/False for merge/reject).
-PolicyFn = Callable[[dict[str, Any], list[Action]], "str | bool"]
 SKIP_REASONS = (
     "disabled", "child_conversation", "excluded_conversation", "invalid_interval", "no_model", "in_flight",
     "nothing_new",
@@ -79,9 +75,14 @@ class Appended:
 class MemoryWriter:
     """Extracts memories from conversations every ``interval`` completed assistant turns (see the module docstring).
 
+    ``MemoryWriter(mem, extractor=..., settings=WriterSettings(...))``, or the settings' fields as keyword arguments
+    (``MemoryWriter(mem, interval=1, policy="review")``; given both, the keywords override ``settings``).
+
     Args:
         mem: the store (a handle on the branch memories are merged into, usually ``main``).
         extractor: an :class:`Extractor` (``OfflineExtractor()``, ``OpenAIExtractor(...)``); None gates every run.
+        metrics: where the Prometheus metrics go (default: prometheus-client's default registry).
+        settings: a :class:`WriterSettings`; its fields, also accepted as keyword arguments, are:
         interval: completed assistant turns between runs (1..50; another value gates every run).
         policy: ``auto`` (merge at once; on a conflict retry on the new head), ``review`` (leave the branch for a
             person or agent: :meth:`approve` / :meth:`reject`), or a callable (see :data:`PolicyFn`).
@@ -93,8 +94,9 @@ class MemoryWriter:
         lease_seconds: how long a run's lease lasts without renewal (it is renewed while the run works).
         trace_dir / trace_successes / trace_max_bytes / trace_max_count / trace_max_age_days: trace settings.
         exclude: conversation ids never extracted from.
-        metrics: where the Prometheus metrics go (default: prometheus-client's default registry).
         conversations_branch: the branch conversations are kept on.
+        author: the author of the writer's commits.
+        merge_attempts: how often a run that conflicted is retried on the new head.
     """
 
     def __init__(
@@ -102,46 +104,16 @@ class MemoryWriter:
         mem: Memory,
         *,
         extractor: Extractor | None = None,
-        interval: int = 2,
-        policy: PolicyName | PolicyFn = "auto",
-        enabled: bool = True,
-        background: bool = True,
-        instructions: str | None = None,
-        memory_budget_tokens: int = 1500,
-        turn_budget_tokens: int = 3000,
-        context_turns: int = 4,
-        lease_seconds: float = 120.0,
-        trace_dir: str | Path | None = None,
-        trace_successes: bool = False,
-        trace_max_bytes: int = 256_000,
-        trace_max_count: int = 200,
-        trace_max_age_days: float = 14.0,
-        exclude: Sequence[str] = (),
         metrics: WriterMetrics | None = None,
-        conversations_branch: str = "conversations",
-        author: str = "writer",
-        merge_attempts: int = 3,
+        settings: WriterSettings | None = None,
+        **options: Unpack[WriterOptions],
     ) -> None:
-        if not (policy in ("auto", "review") or callable(policy)):
-            raise InvalidInputError(f"invalid policy {policy!r}: 'auto', 'review' or a callable")
-        self.mem = mem.handle(author=author)
-        self.author = author
+        chosen = settings if settings is not None else WriterSettings()
+        self.settings = replace(chosen, **options) if options else chosen
+        self.mem = mem.handle(author=self.settings.author)
         self.extractor = extractor
-        self.interval = interval
-        self.policy = policy
-        self.enabled = enabled
-        self.background = background
-        self.instructions = instructions
-        self.memory_budget_tokens = memory_budget_tokens
-        self.turn_budget_tokens = turn_budget_tokens
-        self.context_turns = max(0, context_turns)
-        self.lease_ms = max(1, int(lease_seconds * 1000))
-        self.merge_attempts = max(1, merge_attempts)
-        self.exclude = set(exclude)
-        self.traces = TraceSettings(Path(trace_dir) if trace_dir is not None else default_dir(), trace_successes,
-                                    trace_max_bytes, trace_max_count, trace_max_age_days)  # fmt: skip
         self.metrics = metrics if metrics is not None else default_metrics()
-        self.conversations = ConversationLog(mem, branch=conversations_branch, author=author)
+        self.conversations = ConversationLog(mem, branch=self.settings.conversations_branch, author=self.author)
         self.owner = process_owner()
         self._executor: ThreadPoolExecutor | None = None
         self._queued: dict[str, Future[Decision]] = {}
@@ -150,32 +122,48 @@ class MemoryWriter:
     # ---------------------------------------------------------------- settings
 
     @property
+    def author(self) -> str:
+        """The author of the writer's commits."""
+        return self.settings.author
+
+    @property
+    def interval(self) -> int:
+        """Completed assistant turns between runs."""
+        return self.settings.interval
+
+    @property
+    def policy(self) -> PolicyName | PolicyFn:
+        """The merge policy as given: ``auto``, ``review`` or a callable."""
+        return self.settings.policy
+
+    @property
+    def enabled(self) -> bool:
+        """False when every run is gated."""
+        return self.settings.enabled
+
+    @property
+    def background(self) -> bool:
+        """True when runs go to a worker thread."""
+        return self.settings.background
+
+    @property
+    def traces(self) -> TraceSettings:
+        """Where and which traces are written."""
+        return self.settings.traces
+
+    @property
     def extractor_model(self) -> str:
         """The extractor's model name (``none`` without one)."""
-        return (
-            "none" if self.extractor is None else str(getattr(self.extractor, "model", type(self.extractor).__name__))
-        )
+        return model_of(self.extractor)
 
     @property
     def policy_name(self) -> str:
         """``auto``, ``review`` or ``callable``."""
-        return self.policy if isinstance(self.policy, str) else "callable"
+        return self.settings.policy_name
 
     def decide(self, record: dict[str, Any], actions: list[Action]) -> str:
         """What the policy says about a committed run: ``merge``, ``review`` or ``reject``."""
-        if self.policy == "auto":
-            return "merge"
-        if self.policy == "review":
-            return "review"
-        assert callable(self.policy)
-        answer = self.policy(dict(record), list(actions))
-        if answer is True or answer == "merge":
-            return "merge"
-        if answer is False or answer == "reject":
-            return "reject"
-        if answer == "review":
-            return "review"
-        raise InvalidInputError(f"a writer policy returned {answer!r}: 'merge', 'review', 'reject', True or False")
+        return decide(self.settings.merge_policy, record, actions)
 
     # ----------------------------------------------------------- conversations
 
@@ -235,7 +223,7 @@ class MemoryWriter:
             return self._skip("disabled", target, cid)
         if conversation is not None and conversation.parent is not None:
             return self._skip("child_conversation", target, conversation.id)
-        if conversation is not None and (conversation.excluded or conversation.id in self.exclude):
+        if conversation is not None and (conversation.excluded or conversation.id in self.settings.exclude):
             return self._skip("excluded_conversation", target, conversation.id)
         if not isinstance(self.interval, int) or isinstance(self.interval, bool) or not 1 <= self.interval <= 50:
             return self._skip("invalid_interval", target, cid)
@@ -289,7 +277,7 @@ class MemoryWriter:
             conversation is not None
             and conversation.parent is None
             and not conversation.excluded
-            and (conversation.id not in self.exclude)
+            and (conversation.id not in self.settings.exclude)
         )
 
     def _pending(self, state: WriterState) -> tuple[int, int, dict[str, Conversation]]:
@@ -327,8 +315,11 @@ class MemoryWriter:
             return Decision("waiting", pending=pending)
         if not stale and new_turns == 0:
             return self._skip("nothing_new", tid, conversation, pending)
+        extractor = self.extractor
+        if extractor is None:  # taken away since the gates ran
+            return self._skip("no_model", tid, conversation, pending)
         run_id = new_run_id()
-        lease = Lease(run_id, self.owner, now, now + self.lease_ms)
+        lease = Lease(run_id, self.owner, now, now + self.settings.lease_ms)
         previous: list[Lease] = []
 
         def acquire(state: WriterState) -> bool:
@@ -346,9 +337,9 @@ class MemoryWriter:
             return self._skip("in_flight", tid, conversation, pending)
         log.info("writer run start: run=%s target=%s pending=%d", run_id, tid, pending)
         if previous:
-            state = recover(self, store, previous[0], lease)
+            state = recover(self.mem, self.settings, extractor, self.metrics, store, previous[0], lease)
         plan = self._plan(run_id, tid, state)
-        record = Run(self, plan, store, lease, now).execute()
+        record = Run(self.mem, self.settings, extractor, self.metrics, plan, store, lease, now).execute()
         return Decision("ran", pending=pending, run=record)
 
     def _plan(self, run_id: str, tid: str, state: WriterState) -> Plan:
@@ -358,22 +349,17 @@ class MemoryWriter:
             if header is None or not self._eligible(header) or header.turns <= mark.seq:
                 continue
             new = self.conversations.turns(cid, mark.seq + 1, header.turns)
-            context = self.conversations.turns(cid, mark.seq - self.context_turns + 1, mark.seq)
+            context_turns = self.settings.context_turns
+            context = self.conversations.turns(cid, mark.seq - context_turns + 1, mark.seq)
             last = new[-1]
             counted = mark.assistant_turns + sum(1 for t in new if t.counts)
-            plan.batches.append(Batch(cid, new, context if self.context_turns else [],
+            plan.batches.append(Batch(cid, new, context if context_turns else [],
                                       Watermark(last.seq, last.message_id, counted)))  # fmt: skip
         return plan
 
     def observe(self, record: dict[str, Any]) -> None:
         """Count a finished run in the metrics and log it (metadata only)."""
-        self.metrics.runs.labels(outcome=record["outcome"]).inc()
-        self.metrics.duration.observe(float(record.get("duration_ms", 0.0)) / 1000)
-        log.info(
-            "writer run end: run=%s target=%s outcome=%s actions=%s steps=%s duration_ms=%.1f trace=%s",
-            record["id"], record["target"], record["outcome"], record.get("actions"), record.get("steps"),
-            float(record.get("duration_ms", 0.0)), record.get("trace"),
-        )  # fmt: skip
+        observe_run(self.metrics, record)
 
     # ------------------------------------------------------------------ reading
 
@@ -381,23 +367,7 @@ class MemoryWriter:
         self, target: tuple[str, ...], query: str, budget_tokens: int, workspace: Workspace | None = None
     ) -> list[MemoryNote]:
         """The target's memories most relevant to ``query`` within ``budget_tokens``, in a stable order."""
-        if workspace is not None:
-            notes = (workspace.search(query, 50) if query.strip() else []) + workspace.recent(50)
-        else:
-            found = list(self.mem.search(target, query, limit=50, refresh_ttl=False)) if query.strip() else []
-            found += self.mem.search(target, None, limit=50, refresh_ttl=False)  # then the newest ones
-            notes = [note_of(item) for item in found if item.namespace == target]
-        kept: list[MemoryNote] = []
-        used = 0
-        seen: set[str] = set()
-        for note in notes:  # best first, then newest, while the budget lasts
-            cost = tokens(note.text) + 8
-            if note.key in seen or used + cost > budget_tokens:
-                continue
-            kept.append(note)
-            seen.add(note.key)
-            used += cost
-        return sorted(kept, key=lambda n: n.key)
+        return memory_notes(self.mem, target, query, budget_tokens, workspace)
 
     def memories_for(self, target: Sequence[str] | str, query: str, budget_tokens: int = 1000) -> list[MemoryNote]:
         """The memories of ``target`` most relevant to ``query`` that fit ``budget_tokens``, ordered by key (stable,
