@@ -7,6 +7,7 @@ response carries the run (call it off your app's hot path). The writer's setting
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
@@ -58,7 +59,8 @@ class Review(_Body):
 
 def writer_for(memory: Memory, config: ServerConfig) -> MemoryWriter:
     """A writer on ``memory`` with the server's settings, running in the calling (worker) thread."""
-    return MemoryWriter(memory, extractor=extractor_from_spec(config.writer_extractor), interval=config.writer_interval,
+    extractor = extractor_from_spec(config.writer_extractor, os.environ.get("OPENAI_API_KEY"))  # a door reads it
+    return MemoryWriter(memory, extractor=extractor, interval=config.writer_interval,
                         policy=config.writer_policy, background=False)  # type: ignore[arg-type]  # fmt: skip
 
 
