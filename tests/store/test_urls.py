@@ -42,7 +42,7 @@ def test_store_url_plain_paths(tmp_path: Path) -> None:
     assert StoreUrl.parse(str(tmp_path / "looks.db")).path == tmp_path / "looks.db" / "engram.db"  # a directory
 
 
-def test_open_sqlite_relative_url_lands_in_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_open_sqlite_relative_url_is_in_the_working_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     with engram.open("sqlite:///g.db", embedder=None) as mem:
         mem.put(("n",), "k", {"v": 1})
@@ -95,7 +95,11 @@ def test_store_url_tenant_derivation(tmp_path: Path) -> None:
     derived = StoreUrl.parse("postgresql://app@db/engram?connect_timeout=3&repo=base&redis=redis://r/0").tenant("acme")
     assert derived == "postgresql://app@db/engram?connect_timeout=3&redis=redis://r/0&repo=acme"
     again = StoreUrl.parse(derived)
-    assert (again.repo, again.redis, again.conninfo) == ("acme", "redis://r/0", "postgresql://app@db/engram?connect_timeout=3")
+    assert (again.repo, again.redis, again.conninfo) == (
+        "acme",
+        "redis://r/0",
+        "postgresql://app@db/engram?connect_timeout=3",
+    )
     with_options = StoreUrl.parse(
         "postgresql://app@db/engram?replica=postgresql://app@standby/engram&chunks=s3://b/p"
     ).tenant("t-1")
