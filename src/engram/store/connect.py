@@ -21,7 +21,7 @@ from engram.store.indexing import IndexPool, choose_embedder
 from engram.store.memory import Memory
 from engram.store.ops import TTLConfig
 from engram.store.querycache import QueryCache
-from engram.store.urls import ChunkLocation, Kind, StoreUrl, check_tenant, conninfo_of
+from engram.store.urls import Kind, StoreUrl, check_tenant, conninfo_of
 
 if TYPE_CHECKING:
     from engram.backends.redis import RedisHealth
@@ -125,16 +125,14 @@ def open_repository(url: str | None = None, *, redis: str | None = None) -> Repo
     return _open(StoreUrl.parse(url), redis)[0]
 
 
-def _s3_chunks(where: ChunkLocation, repo_id: str) -> ChunkStore:
-    """The S3 chunk store of a PostgreSQL store URL's ``?chunks=s3://bucket/prefix``."""
-    from engram.backends.s3 import S3ChunkStore  # boto3 is an optional dependency
-
-    return S3ChunkStore(where.bucket, where.prefix, repo_id, endpoint=where.endpoint, region=where.region)
-
-
 def s3_chunk_store(url: StoreUrl) -> ChunkStore | None:
     """The S3 chunk store a PostgreSQL store URL names (``?chunks=s3://bucket/prefix``), or None."""
-    return None if url.chunks is None else _s3_chunks(url.chunks, url.repo)
+    if url.chunks is None:
+        return None
+    from engram.backends.s3 import S3ChunkStore  # boto3 is an optional dependency
+
+    where = url.chunks
+    return S3ChunkStore(where.bucket, where.prefix, url.repo, endpoint=where.endpoint, region=where.region)
 
 
 #: One health tracker (and connection pool) per Redis URL, shared by every repository cached there.
