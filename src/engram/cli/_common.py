@@ -22,8 +22,9 @@ from engram.objects import Commit
 from engram.redaction import redact_url
 from engram.store import Item, Memory
 from engram.store import open as open_store
-from engram.store.connect import DB_NAME, DEFAULT_DIR, checked_out, local_file, tenant_url
+from engram.store.connect import checked_out, local_file, tenant_url
 from engram.store.serialize import commit_json, conflict_json, item_json
+from engram.store.urls import DB_NAME, DEFAULT_DIR
 
 F = TypeVar("F", bound=Callable[..., Any])
 #: soft_wrap: lines are never cut at the console width (the terminal wraps; a pipe or file gets whole lines)

@@ -24,9 +24,10 @@ from engram.cli._common import (
 )
 from engram.maintenance import GC_GRACE_MS
 from engram.ops.access import KeyRing, default_keys_path
-from engram.store.connect import POSTGRES_SCHEMES, local_file, schema_status, tenant_url
 from engram.store.connect import migrate as run_migrations
+from engram.store.connect import schema_status, tenant_url
 from engram.store.transfer import export_history, export_items, import_history, import_items, is_history
+from engram.store.urls import DB_NAME, StoreUrl, is_postgres
 
 
 @click.command()
@@ -163,17 +164,17 @@ def tenants(ctx: click.Context, keys_file: Path | None) -> None:
         for key in KeyRing(path).keys():  # noqa: SIM118 (KeyRing.keys() lists API keys)
             keyed[key.tenant] = keyed.get(key.tenant, 0) + 1
     on_disk: set[str] = set()
-    if base is None or not base.startswith(POSTGRES_SCHEMES):
-        probe = local_file(tenant_url(base, "x"))
-        folder = probe.parents[1] if probe is not None else None
-        if folder is not None and folder.is_dir():
-            on_disk = {p.name for p in folder.iterdir() if (p / "engram.db").is_file()}
+    parsed = StoreUrl.parse(base)
+    if parsed.path is not None:  # a file store: each tenant's file is under <store dir>/tenants/
+        folder = parsed.path.parent / "tenants"
+        if folder.is_dir():
+            on_disk = {p.name for p in folder.iterdir() if (p / DB_NAME).is_file()}
     names = sorted(on_disk | set(keyed))
     if not names:
         out.print("no tenants yet: `engram keys create --tenant NAME ...` makes one (its store appears on first use)")
         return
     for name in names:
-        state = "store" if name in on_disk or base is None or base.startswith(POSTGRES_SCHEMES) else "no store yet"
+        state = "store" if name in on_disk or base is None or parsed.kind == "postgres" else "no store yet"
         keys = plural(keyed.get(name, 0), "key")
         out.print(f"{escape(name)}  {keys}, {state}: {escape(tenant_url(base, name))}")
 
@@ -185,7 +186,7 @@ def db() -> None:
 
 def _postgres_url(ctx: click.Context) -> str:
     url = store_url(ctx)
-    if url is None or not url.startswith(POSTGRES_SCHEMES):
+    if url is None or not is_postgres(url):
         raise click.UsageError("db commands need a PostgreSQL store: --store postgresql://user@host/db")
     return url
 

@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from engram.errors import AuthenticationError, ConfigError, PermissionDeniedError
-from engram.store import Memory, tenant_url
+from engram.store import Memory
 from engram.store.system import is_system, refused
+from engram.store.urls import StoreUrl, check_tenant
 from engram.writer.run import review_target
 from engram.writer.state import slug
 
@@ -99,8 +100,8 @@ KEYS_FILE = "keys.json"
 def default_keys_path(store: str | None) -> Path | None:
     """Where a server on the store at ``store`` keeps its API keys by default: ``<store dir>/keys.json``
     (None for stores without a directory: memory, PostgreSQL)."""
-    probe = tenant_url(store, "x")  # <store dir>/tenants/x/engram.db for file stores
-    return None if probe == ":memory:" or "://" in probe else Path(probe).parents[2] / KEYS_FILE
+    path = StoreUrl.parse(store).path  # <store dir>/engram.db for file stores
+    return None if path is None else path.parent / KEYS_FILE
 
 
 def check_prefix(prefix: Sequence[str]) -> tuple[str, ...]:
@@ -163,7 +164,7 @@ class KeyRing:
 
     def create(self, tenant: str, scopes: Sequence[str], namespace_prefix: Sequence[str] = ()) -> tuple[ApiKey, str]:
         """Make a key; return it and its secret, which is shown once and never stored."""
-        tenant_url(":memory:", tenant)  # raises ConfigError for a bad tenant name
+        check_tenant(tenant)  # raises ConfigError for a bad tenant name
         unknown = sorted(set(scopes) - set(SCOPES))
         if unknown or not scopes:
             raise ConfigError(f"scopes are one or more of {', '.join(SCOPES)}; got {list(scopes)!r}")

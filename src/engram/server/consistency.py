@@ -27,8 +27,8 @@ from engram.ops.shards import ShardRouter
 from engram.ops.shards.router import GatedRefStore
 from engram.server.config import ServerConfig
 from engram.store import Memory, tenant_url
-from engram.store.connect import POSTGRES_SCHEMES
 from engram.store.replicas import Replica, ReplicatedStore, Routed, Token, parse_tokens, replica_opener, replica_urls
+from engram.store.urls import is_postgres
 
 __all__ = [
     "COMMIT_HEADER",
@@ -72,7 +72,7 @@ class ReplicaRouter:
         self.local = local
         self.max_open = max_open
         self.shards = shards
-        if self.urls and not (config.store or "").startswith(POSTGRES_SCHEMES):
+        if self.urls and not is_postgres(config.store):
             raise ConfigError("read replicas are PostgreSQL standbys: the store must be a postgresql:// URL")
         if self.urls and (shards is not None or getattr(config, "shard_catalog", None) is not None):
             raise ConfigError("with a shard catalog, each shard's read replicas are in the catalog: "

@@ -1,13 +1,13 @@
-"""Opening a store from a URL: the embedded default, memory, or a SQLite file."""
+"""Opening a store from a URL: the embedded default, memory, a SQLite file or PostgreSQL, each by its opener in
+:data:`OPENERS` (the URL is parsed once, by :class:`~engram.store.urls.StoreUrl`)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from engram.backends import ChunkStore, LruChunkStore, MemoryChunkStore, MemoryRefStore, RefStore, open_sqlite
 from engram.backends.sqlite import SqliteDatabase
@@ -15,25 +15,21 @@ from engram.backends.wrappers import CacheCountingChunkStore, MeteredChunkStore,
 from engram.embed import Embedder
 from engram.errors import ConfigError, RefNotFoundError
 from engram.index.cache import MemoryVectorCache, PostgresVectorCache, SqliteVectorCache, VectorCache
-from engram.redaction import redact_url
 from engram.repo import Repository
 from engram.store.aio import AsyncMemory
 from engram.store.indexing import IndexPool, choose_embedder
 from engram.store.memory import Memory
 from engram.store.ops import TTLConfig
 from engram.store.querycache import QueryCache
+from engram.store.urls import Kind, StoreUrl, check_tenant, conninfo_of
 
 if TYPE_CHECKING:
     from engram.backends.redis import RedisHealth
 
-#: Where ``engram.open()`` keeps the embedded store.
-DEFAULT_DIR = ".engram"
-DB_NAME = "engram.db"
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-
 
 def tenant_url(url: str | None, tenant: str) -> str:
-    """The store URL of one tenant's repository, derived from a server's base store URL.
+    """The store URL of one tenant's repository, derived from a server's base store URL (see
+    :meth:`StoreUrl.tenant <engram.store.urls.StoreUrl.tenant>`).
 
     Tenants never share a repository: on SQLite each tenant gets its own file under
     ``<store dir>/tenants/<tenant>/``; in memory, its own store (``:memory:`` again, opened afresh);
@@ -43,23 +39,13 @@ def tenant_url(url: str | None, tenant: str) -> str:
         >>> tenant_url("/srv/engram", "acme")
         '/srv/engram/tenants/acme/engram.db'
     """
-    if not tenant or not all(ch.isalnum() or ch in "-_" for ch in tenant):
-        raise ConfigError(f"invalid tenant name {tenant!r}: use letters, digits, '-' and '_'")
-    if url == ":memory:":
-        return url
-    if url is not None and url.startswith(POSTGRES_SCHEMES):
-        conninfo, _, in_url = split_postgres_url(url)
-        conninfo += f"{'&' if '?' in conninfo else '?'}redis={in_url}" if in_url else ""
-        kept = [(name, tenant_url(value, tenant) if name == "replica" else value) for name, value in store_options(url)]
-        return conninfo + ("&" if "?" in conninfo else "?") + urlencode([("repo", tenant), *kept], safe=":/@")
-    return str(_sqlite_path(url).parent / "tenants" / tenant / DB_NAME)
+    check_tenant(tenant)
+    return StoreUrl.parse(url).tenant(tenant)
 
 
 def local_file(url: str | None) -> Path | None:
     """The SQLite file behind a store URL (None for stores without a local file: memory, PostgreSQL)."""
-    if url == ":memory:" or (url is not None and url.startswith(POSTGRES_SCHEMES)):
-        return None
-    return _sqlite_path(url)
+    return StoreUrl.parse(url).path
 
 
 def checkout_path(url: str | None) -> Path | None:
@@ -109,7 +95,7 @@ def migrate(url: str) -> MigrationReport:
     from engram.backends.postgres import migrate as run_migrations
     from engram.store.pgsearch import SEARCH_MIGRATIONS, has_pgvector
 
-    conninfo = split_postgres_url(url)[0]
+    conninfo = conninfo_of(url)
     applied = run_migrations(conninfo)
     db = PostgresDatabase(conninfo)
     try:
@@ -127,7 +113,7 @@ def schema_status(url: str) -> dict[str, tuple[int, int]]:
     from engram.backends.postgres import MIGRATIONS, schema_version
     from engram.store.pgsearch import SEARCH_MIGRATIONS
 
-    conninfo = split_postgres_url(url)[0]
+    conninfo = conninfo_of(url)
     return {
         "core": (schema_version(conninfo), MIGRATIONS[-1].version),
         "search": (schema_version(conninfo, SEARCH_MIGRATIONS), SEARCH_MIGRATIONS[-1].version),
@@ -136,55 +122,17 @@ def schema_status(url: str) -> dict[str, tuple[int, int]]:
 
 def open_repository(url: str | None = None, *, redis: str | None = None) -> Repository:
     """Open (creating if needed) the repository behind a store URL (see :func:`open`)."""
-    return _open(url, redis)[0]
+    return _open(StoreUrl.parse(url), redis)[0]
 
 
-def split_postgres_url(url: str) -> tuple[str, str, str | None]:
-    """Split ``postgresql://...?repo=<id>&redis=<url>`` into the connection URL (other parameters kept),
-    the repository id (default ``default``) and the Redis URL of its cache, if any."""
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    ours: dict[str, str] = {}
-    for name, value in query:
-        if name in ("repo", "redis"):
-            if name in ours:
-                raise ConfigError(f"give ?{name}= once in a PostgreSQL store URL")
-            ours[name] = value
-    rest = urlencode([(name, value) for name, value in query if name not in ours and name not in STORE_OPTIONS])
-    return urlunsplit(parts._replace(query=rest)), ours.get("repo", "default"), ours.get("redis")
-
-
-#: Options of a PostgreSQL store URL besides ``repo`` and ``redis`` that engram reads and libpq never sees: where
-#: chunks live (``chunks=s3://bucket/prefix``, ``chunks_endpoint=``, ``chunks_region=``; see
-#: :mod:`engram.backends.s3`) and read replicas (``replica=<URL>``, repeatable; see :mod:`engram.store.replicas`).
-STORE_OPTIONS = ("chunks", "chunks_endpoint", "chunks_region", "replica")
-
-
-def store_options(url: str) -> list[tuple[str, str]]:
-    """The :data:`STORE_OPTIONS` of a PostgreSQL store URL, in order."""
-    return [(name, value) for name, value in parse_qsl(urlsplit(url).query, keep_blank_values=True)
-            if name in STORE_OPTIONS]  # fmt: skip
-
-
-def s3_chunk_store(url: str, repo_id: str) -> ChunkStore | None:
+def s3_chunk_store(url: StoreUrl) -> ChunkStore | None:
     """The S3 chunk store a PostgreSQL store URL names (``?chunks=s3://bucket/prefix``), or None."""
-    options: dict[str, str] = {}
-    for name, value in store_options(url):
-        if name != "replica":
-            if name in options:
-                raise ConfigError(f"give ?{name}= once in a PostgreSQL store URL")
-            options[name] = value
-    if "chunks" not in options:
-        if options:
-            raise ConfigError(f"?{', ?'.join(sorted(options))} need ?chunks=s3://bucket/prefix in the store URL")
+    if url.chunks is None:
         return None
-    where = urlsplit(options["chunks"])
-    if where.scheme != "s3" or not where.netloc or where.query:
-        raise ConfigError(f"?chunks= takes s3://bucket/prefix, not {options['chunks']!r}")
-    from engram.backends.s3 import S3ChunkStore
+    from engram.backends.s3 import S3ChunkStore  # boto3 is an optional dependency
 
-    return S3ChunkStore(where.netloc, where.path, repo_id, endpoint=options.get("chunks_endpoint") or None,
-                        region=options.get("chunks_region") or None)  # fmt: skip
+    where = url.chunks
+    return S3ChunkStore(where.bucket, where.prefix, url.repo, endpoint=where.endpoint, region=where.region)
 
 
 #: One health tracker (and connection pool) per Redis URL, shared by every repository cached there.
@@ -209,38 +157,53 @@ def cache_status(store: Memory | Repository, *, probe: bool = False) -> dict[str
     return None if health is None else cast("dict[str, Any]", health.status(probe=probe))
 
 
-def _open(url: str | None, redis: str | None = None) -> tuple[Repository, VectorCache, Path | None, Any]:
-    """Open the repository behind a store URL, its vector cache, where search indexes are saved, and
-    (PostgreSQL) the ref store whose moves maintain the search tables."""
-    cache: VectorCache
-    pg_refs: Any = None
-    if url is not None and url.startswith(POSTGRES_SCHEMES):
-        from engram.backends.postgres import open_postgres  # psycopg is an optional dependency
+#: What an opener returns: the repository (not yet initialised), its vector cache, where search indexes are saved,
+#: and (PostgreSQL) the ref store whose moves maintain the search tables.
+_Opened = tuple[Repository, VectorCache, Path | None, Any]
 
-        conninfo, repo_id, in_url = split_postgres_url(url)
-        s3_chunks = s3_chunk_store(url, repo_id)  # chunks in S3, refs and indexes in PostgreSQL (issue #17)
-        pg_chunks, pg_refs = open_postgres(conninfo, repo_id)
-        # metrics at the seam (issue #15)
-        chunks: ChunkStore = MeteredChunkStore(s3_chunks or pg_chunks, "s3" if s3_chunks else "postgres")
-        refs: RefStore = MeteredRefStore(pg_refs, "postgres")
-        if redis or in_url:
-            chunks, refs = _with_redis(chunks, refs, redis or in_url or "", repo_id)
-        repo = Repository(LruChunkStore(chunks), refs)
-        cache, snapshots = PostgresVectorCache(pg_chunks.db), None
-    elif url == ":memory:":
-        if redis:
-            raise ConfigError("a Redis cache sits in front of PostgreSQL, not an in-memory store")
-        repo = Repository(MeteredChunkStore(MemoryChunkStore(), "memory"), MeteredRefStore(MemoryRefStore(), "memory"))
-        cache, snapshots = MemoryVectorCache(), None
-    else:
-        if redis:
-            raise ConfigError("a Redis cache sits in front of PostgreSQL; a local SQLite store does not need one")
-        path = _sqlite_path(url)
-        sq_chunks, sq_refs = open_sqlite(path)
-        repo = Repository(LruChunkStore(MeteredChunkStore(sq_chunks, "sqlite")), MeteredRefStore(sq_refs, "sqlite"))
-        cache, snapshots = SqliteVectorCache(sq_refs.db), path.with_name(path.name + "-index")
-    repo.init()
-    return repo, cache, snapshots, pg_refs
+
+def _open_postgres(url: StoreUrl, redis: str | None) -> _Opened:
+    from engram.backends.postgres import open_postgres  # psycopg is an optional dependency
+
+    s3_chunks = s3_chunk_store(url)  # chunks in S3, refs and indexes in PostgreSQL (issue #17)
+    pg_chunks, pg_refs = open_postgres(url.conninfo or "", url.repo)
+    # metrics at the seam (issue #15)
+    chunks: ChunkStore = MeteredChunkStore(s3_chunks or pg_chunks, "s3" if s3_chunks else "postgres")
+    refs: RefStore = MeteredRefStore(pg_refs, "postgres")
+    if redis or url.redis:
+        chunks, refs = _with_redis(chunks, refs, redis or url.redis or "", url.repo)
+    return Repository(LruChunkStore(chunks), refs), PostgresVectorCache(pg_chunks.db), None, pg_refs
+
+
+def _open_memory(url: StoreUrl, redis: str | None) -> _Opened:
+    if redis:
+        raise ConfigError("a Redis cache sits in front of PostgreSQL, not an in-memory store")
+    repo = Repository(MeteredChunkStore(MemoryChunkStore(), "memory"), MeteredRefStore(MemoryRefStore(), "memory"))
+    return repo, MemoryVectorCache(), None, None
+
+
+def _open_sqlite(url: StoreUrl, redis: str | None) -> _Opened:
+    if redis:
+        raise ConfigError("a Redis cache sits in front of PostgreSQL; a local SQLite store does not need one")
+    assert url.path is not None  # a SQLite store URL always names its file
+    sq_chunks, sq_refs = open_sqlite(url.path)
+    repo = Repository(LruChunkStore(MeteredChunkStore(sq_chunks, "sqlite")), MeteredRefStore(sq_refs, "sqlite"))
+    return repo, SqliteVectorCache(sq_refs.db), url.path.with_name(url.path.name + "-index"), None
+
+
+#: How each kind of store is opened: ``(parsed URL, Redis URL or None) -> _Opened``.
+OPENERS: dict[Kind, Callable[[StoreUrl, str | None], _Opened]] = {
+    "memory": _open_memory,
+    "sqlite": _open_sqlite,
+    "postgres": _open_postgres,
+}
+
+
+def _open(url: StoreUrl, redis: str | None = None) -> _Opened:
+    """Open (creating if needed) the repository behind a parsed store URL, with what :func:`open` needs besides."""
+    opened = OPENERS[url.kind](url, redis)
+    opened[0].init()
+    return opened
 
 
 #: One shared vector cache per file, for every store of this process that names it.
@@ -256,24 +219,6 @@ def shared_vector_cache(path: str | Path) -> VectorCache:
     if found is None:
         found = _VECTOR_FILES.setdefault(key, SqliteVectorCache(SqliteDatabase(key)))
     return found
-
-
-def _sqlite_path(url: str | None) -> Path:
-    if url is None:
-        return Path(DEFAULT_DIR) / DB_NAME
-    if "://" in url and not url.startswith("sqlite://"):
-        raise ConfigError(
-            f"unsupported store URL {redact_url(url)!r}: use ':memory:', sqlite:///path/to/file.db or a path"
-        )
-    raw = url.removeprefix("sqlite://")
-    if url.startswith("sqlite://"):
-        raw = raw.removeprefix("/") if raw.startswith("//") else raw  # sqlite:////abs -> //abs is not a path
-    if not raw:
-        raise ConfigError("empty store path: use sqlite:///path/to/file.db or a directory")
-    path = Path(raw)
-    if path.is_dir() or path.suffix not in (".db", ".sqlite", ".sqlite3"):
-        return path / DB_NAME
-    return path
 
 
 def open(
@@ -293,8 +238,9 @@ def open(
     """Open a memory store and return a :class:`Memory` handle on ``branch``.
 
     Args:
-        url: ``None`` (``./.engram``), ``":memory:"``, ``sqlite:///path/file.db``, a directory, or
-            ``postgresql://user@host/db?repo=<tenant>`` (the schema is migrated on first open).
+        url: ``None`` (``./.engram``), ``":memory:"``, ``sqlite:///relative/file.db``,
+            ``sqlite:////absolute/file.db``, a directory, or ``postgresql://user@host/db?repo=<tenant>`` (the
+            schema is migrated on first open); see :mod:`engram.store.urls`.
         branch: the branch the handle reads and writes.
         author: recorded on every commit the handle makes (overridable per write).
         embedder: ``"auto"`` (the default: the embedder the store records, else ``"minilm"``, the offline
@@ -320,7 +266,8 @@ def open(
         >>> mem = engram.open(":memory:", embedder="hashing")
         >>> mem.put(("users", "alice"), "prefs", {"theme": "dark"})
     """
-    repo, cache, snapshots, pg_refs = _open(url, redis)
+    parsed = StoreUrl.parse(url)
+    repo, cache, snapshots, pg_refs = _open(parsed, redis)
     if vector_cache is not None:
         cache = shared_vector_cache(vector_cache) if isinstance(vector_cache, str | Path) else vector_cache
     chosen = choose_embedder(repo, embedder, reembed=reembed)
@@ -330,8 +277,8 @@ def open(
     if embedder != "auto":  # named explicitly: the store records it now, so a later open(embedder="auto") agrees
         pool.note_embedded()
     health = getattr(repo.refs, "health", None)
-    if health is not None and url is not None:  # a Redis cache: search results are shared through it too
-        pool.query_cache = QueryCache(redis=health, repo=split_postgres_url(url)[1])
+    if health is not None and parsed.kind == "postgres":  # a Redis cache: search results are shared through it too
+        pool.query_cache = QueryCache(redis=health, repo=parsed.repo)
     if pg_refs is not None and search != "local":
         from engram.store.pgsearch import PgSearch, has_pgvector
 

@@ -38,12 +38,14 @@ from engram.errors import ConfigError, InvalidRefError, NotFoundError, ReadOnlyE
 from engram.hashing import ID_SIZE, ChunkId
 from engram.index.cache import MemoryVectorCache, PostgresVectorCache, VectorCache
 from engram.objects import Commit
+from engram.redaction import redact_url
 from engram.repo import Repository
-from engram.store.connect import POSTGRES_SCHEMES, s3_chunk_store, split_postgres_url, store_options
 from engram.store.connect import open as open_store
+from engram.store.connect import s3_chunk_store
 from engram.store.indexing import IndexPool
 from engram.store.memory import Memory
 from engram.store.ops import GetOp, Op, SearchOp
+from engram.store.urls import StoreUrl, conninfo_of, is_postgres
 
 __all__ = ["Replica", "ReplicaMemory", "ReplicatedStore", "Routed", "Token", "open_replicated", "parse_tokens"]
 
@@ -397,28 +399,28 @@ class ReplicatedStore:
 
 
 def replica_urls(url: str | None) -> list[str]:
-    """The ``?replica=`` URLs of a PostgreSQL store URL."""
-    if url is None or not url.startswith(POSTGRES_SCHEMES):
-        return []
-    return [value for name, value in store_options(url) if name == "replica"]
+    """The ``?replica=`` URLs of a PostgreSQL store URL (none for other stores)."""
+    return list(StoreUrl.parse(url).replicas)
 
 
 def replica_opener(replica_url: str, primary_url: str, primary: Callable[[], Memory]) -> Callable[[], Memory]:
     """A function opening the read-only handle of the standby at ``replica_url`` of the primary store
     ``primary_url``: the same repository id, its chunks in the standby (or in the primary's S3, shared), no
     schema change and no write (a standby refuses them), search in process, the primary's embedder."""
-    if not replica_url.startswith(POSTGRES_SCHEMES) or not primary_url.startswith(POSTGRES_SCHEMES):
-        raise ConfigError(f"read replicas are PostgreSQL standbys of a PostgreSQL store, not {replica_url!r}")
+    if not is_postgres(replica_url) or not is_postgres(primary_url):
+        raise ConfigError(
+            f"read replicas are PostgreSQL standbys of a PostgreSQL store, not {redact_url(replica_url)!r}"
+        )
+    parsed = StoreUrl.parse(primary_url)
+    conninfo, primary_conninfo, repo_id = conninfo_of(replica_url), conninfo_of(primary_url), parsed.repo
 
     def open_replica() -> Memory:
         from engram.backends.postgres import PostgresChunkStore, PostgresRefStore, shared_database  # psycopg: optional
 
-        conninfo = split_postgres_url(replica_url)[0]
-        primary_conninfo, repo_id, _ = split_postgres_url(primary_url)
         db = shared_database(conninfo, repo_id)
         chunks: ChunkStore | None = None
         try:
-            chunks = s3_chunk_store(primary_url, repo_id)  # in S3: the primary's chunks are the replica's
+            chunks = s3_chunk_store(parsed)  # in S3: the primary's chunks are the replica's
             if chunks is None:
                 primary_chunks = PostgresChunkStore(shared_database(primary_conninfo, repo_id))
                 chunks = _ReplicaChunkStore(PostgresChunkStore(db), primary_chunks)

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from engram.backends.postgres import Migration, PostgresDatabase, ensure_schema, redact
 from engram.errors import ConfigError, ConflictError, InvalidInputError, NotFoundError, UnavailableError
 from engram.ops.shards._rendezvous import STATUSES, Shard, changes, route
+from engram.store.urls import is_postgres
 
 T = TypeVar("T")
 
@@ -123,7 +124,7 @@ class ShardCatalog:
     """The shard map in a PostgreSQL database at ``url`` (its tables are created on first use)."""
 
     def __init__(self, url: str) -> None:
-        if not url.startswith(("postgresql://", "postgres://")):
+        if not is_postgres(url):
             raise ConfigError(f"the shard catalog is a PostgreSQL database, got {redact(url)!r}")
         ensure_schema(url, CATALOG_MIGRATIONS)
         self.url = url
@@ -174,7 +175,7 @@ class ShardCatalog:
             InvalidInputError: a URL that is not a PostgreSQL database URL, or one given twice.
         """
         for url in urls:
-            if not url.startswith(("postgresql://", "postgres://")):
+            if not is_postgres(url):
                 raise InvalidInputError(f"a read replica is a PostgreSQL database URL, got {redact(url)!r}")
         if len(set(urls)) != len(urls):
             raise InvalidInputError("a read replica is named twice")

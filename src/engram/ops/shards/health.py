@@ -19,7 +19,7 @@ from typing import Any
 
 from engram.ops.health import Check, CheckFailed
 from engram.ops.shards.catalog import ShardMap, _load, redact
-from engram.store.connect import split_postgres_url
+from engram.store.urls import conninfo_of
 
 #: Seconds a probe's answer is reused.
 TTL = 1.5
@@ -109,7 +109,7 @@ def _probe(url: str, query: Callable[[Any], Any]) -> tuple[Check, Any]:
     started = time.perf_counter()
     answer: Any = None
     try:
-        conninfo = split_postgres_url(url)[0]
+        conninfo = conninfo_of(url)
         options = f"-c statement_timeout={round(STATEMENT_TIMEOUT * 1000)}"
         with psycopg.connect(conninfo, connect_timeout=CONNECT_TIMEOUT, options=options, autocommit=True) as conn:
             answer = query(conn)

@@ -34,8 +34,9 @@ from engram.maintenance import fsck
 from engram.ops.remotes.sync import copy_chunks
 from engram.ops.shards._rendezvous import STATUSES, Shard, rendezvous
 from engram.ops.shards.catalog import WRITE_WAIT, ShardCatalog
+from engram.redaction import redact_url
 from engram.repo import HEADS
-from engram.store.connect import POSTGRES_SCHEMES, split_postgres_url
+from engram.store.urls import conninfo_of, is_postgres
 from engram.tree import NodeStore
 
 #: Rows per batch when copying the reflog and cached vectors.
@@ -112,12 +113,12 @@ def all_tenants(catalog: ShardCatalog) -> set[str]:
 
 
 def _check_url(url: str) -> str:
-    if not url.startswith(POSTGRES_SCHEMES):
-        raise InvalidInputError(f"a shard is a PostgreSQL database URL (postgresql://...), got {url!r}")
+    if not is_postgres(url):
+        raise InvalidInputError(f"a shard is a PostgreSQL database URL (postgresql://...), got {redact_url(url)!r}")
     given = {name for name, _ in parse_qsl(urlsplit(url).query, keep_blank_values=True)}
     if given & {"repo", "redis"}:
         raise InvalidInputError("a shard URL names a database, without ?repo= or ?redis=")
-    return split_postgres_url(url)[0]
+    return conninfo_of(url)
 
 
 def _check_weight(weight: float) -> float:
