@@ -7,12 +7,13 @@ branch conflict and the loser retries on the new head: the event log has one ord
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from engram.channels import _layout as layout
 from engram.channels._ops import DISCOVERABILITY, DM_POLICIES, MAX_CONTENT, MAX_METADATA, Writer, join
@@ -54,6 +55,14 @@ class Directory:
         return found
 
 
+class _Shared:
+    """What every view of one hub shares (see :meth:`Hub.for_caller`): the write lock and the directory cache."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.directory: Directory | None = None
+
+
 def _commit_message(events: list[Event]) -> str:
     """``channels: message.sent (event 37)``: the topics and sequence numbers of an operation's events."""
     if not events:
@@ -76,8 +85,16 @@ class Hub:
         self.memory = memory if memory.system else memory.handle(system=True)
         self.max_content = max_content
         self.max_metadata = max_metadata
-        self._lock = threading.Lock()
-        self._directory: Directory | None = None
+        self._shared = _Shared()
+
+    def for_caller(self, memory: Memory) -> Self:
+        """This hub acting through a caller's handle ``memory``: its branch and read-only-ness (a key without the
+        ``write`` scope writes nothing), reaching the service's own namespaces as :class:`Hub` always does; it shares
+        this hub's write lock and directory cache. A door builds one hub per tenant and one of these per request,
+        so what the hub caches outlives the request while the caller still decides every access."""
+        view = copy.copy(self)
+        view.memory = memory if memory.system else memory.handle(system=True)
+        return view
 
     # ------------------------------------------------------------------ the write path
 
@@ -89,7 +106,7 @@ class Hub:
         for attempt in range(MAX_ATTEMPTS):
             try:
                 metadata = {SERVICE: "channels"}
-                with self._lock, self.memory.transaction("channels", author=actor, metadata=metadata) as tx:
+                with self._shared.lock, self.memory.transaction("channels", author=actor, metadata=metadata) as tx:
                     writer = Writer(tx, actor)
                     result = operation(writer)
                     tx.message = _commit_message(writer.events)
@@ -202,10 +219,10 @@ class Hub:
         """The channels and memberships at the head of the branch, cached until the head's tree changes (every
         write changes it: each one appends an event), so repeated searches between writes read them once."""
         head = self.memory.head
-        found = self._directory
-        if found is None or found.root != head.tree:
+        found = self._shared.directory
+        if found is None or found.root != head.tree:  # a tree is content-addressed: one root, one directory
             view = self.memory.at(head.id.hex())
-            found = self._directory = Directory(head.tree, view, self.list_channels_raw(view))
+            found = self._shared.directory = Directory(head.tree, view, self.list_channels_raw(view))
         return found
 
     def list_channels_raw(self, reader: Reader | None = None) -> list[Channel]:

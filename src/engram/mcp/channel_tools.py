@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from contextlib import closing
 from typing import Any
 
-from engram.channels import Actor, Channels, to_json
+from engram.channels import Actor, to_json
 from engram.mcp.registry import Registry, Tool
 from engram.ops.access import Principal
+from engram.ops.services import TenantServices
 from engram.store import Memory
 from engram.store.ranking import PROFILES
 
@@ -92,13 +94,20 @@ def _register(
     **more: dict[str, Any],
 ) -> Callable[[Callable[..., Any]], Callable[..., dict[str, Any]]]:
     """Add ``call(actor, **arguments)`` to :data:`CHANNEL_TOOLS` as tool ``tool`` (run as the caller's agent, its
-    ``agent`` argument first); the docstring is the description."""
+    ``agent`` argument first, on the tenant's hub acting through the caller's handle); the docstring is the
+    description."""
     properties = {**(props or {}), **more}
 
     def wrap(call: Callable[..., Any]) -> Callable[..., dict[str, Any]]:
-        def run(memory: Memory, agent: str | None = None, **arguments: Any) -> dict[str, Any]:
-            actor = Channels(memory).actor_for_author(memory.author, agent)
+        def serve(
+            services: TenantServices, memory: Memory, agent: str | None = None, **arguments: Any
+        ) -> dict[str, Any]:
+            actor = services.channels.for_caller(memory).actor_for_author(memory.author, agent)
             return {"result": to_json(call(actor, **arguments))}
+
+        def run(memory: Memory, agent: str | None = None, **arguments: Any) -> dict[str, Any]:
+            with closing(TenantServices(memory)) as services:
+                return serve(services, memory, agent, **arguments)
 
         params = [inspect.Parameter("memory", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
         params += [
@@ -121,6 +130,7 @@ def _register(
                 destructive,
                 "read" if read_only else "write",
                 _guard,
+                serve,
             )
         )
         return run

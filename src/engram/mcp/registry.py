@@ -39,6 +39,9 @@ class Tool:
     destructive: bool
     scope: str = "read"
     guard: Guard | None = None
+    #: A service's tool (channels, the writer) as doors call it: ``service(services, memory, **arguments)`` with the
+    #: tenant's :class:`~engram.ops.services.TenantServices`; ``run`` builds them for the one call.
+    service: Callable[..., dict[str, Any]] | None = None
     validator: Any = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -100,18 +103,20 @@ class Registry(dict[str, Tool]):
         destructive: bool = False,
         guard: Guard | None = None,
         scope: str | None = None,
+        service: Callable[..., dict[str, Any]] | None = None,
         **properties: dict[str, Any],
     ) -> Callable[[F], F]:
         """Add a function ``<name>(memory, **arguments)`` as the tool of its name, its docstring the description
         and ``properties`` the JSON schemas of its arguments.
 
         A read-only tool needs the caller's ``read`` scope, any other ``write`` (unless ``scope`` says);
-        ``guard`` applies the caller's namespace prefix to the arguments (the HTTP API's access policy)."""
+        ``guard`` applies the caller's namespace prefix to the arguments (the HTTP API's access policy); ``service``
+        is the tool's call with the tenant's services (see :attr:`Tool.service`)."""
 
         def add(fn: F) -> F:
             needs = scope or ("read" if read_only else "write")
             self.add(Tool(fn.__name__, inspect.cleandoc(fn.__doc__ or ""), properties, tuple(required), fn,
-                          read_only, destructive, needs, guard))  # fmt: skip
+                          read_only, destructive, needs, guard, service))  # fmt: skip
             return fn
 
         return add

@@ -29,6 +29,7 @@ from engram.mcp.registry import Registry, Tool, join
 from engram.mcp.tools import MEMORY_TOOLS
 from engram.mcp.writer_tools import WRITER_TOOLS
 from engram.ops.access import LOCAL, KeyRing, Principal, authenticate, key_from_headers
+from engram.ops.services import TenantServices
 from engram.ops.tenants import TenantPool
 from engram.store import Memory
 from engram.store.serialize import conflict_json
@@ -73,11 +74,16 @@ def _failure(kind: str, message: str, **details: Any) -> types.CallToolResult:
 
 
 async def call_tool(
-    memory: Memory, name: str, arguments: dict[str, Any], who: Principal = LOCAL
+    memory: Memory,
+    name: str,
+    arguments: dict[str, Any],
+    who: Principal = LOCAL,
+    services: TenantServices | None = None,
 ) -> types.CallToolResult:
     """Check ``arguments`` against tool ``name``'s schema and the caller's access (scope, namespace prefix), run
     it on a worker thread, and shape the result. ``who`` is the authenticated caller (over HTTP with API keys);
-    ``memory`` is their tenant's store."""
+    ``memory`` is their tenant's store and ``services`` its services (channels, the writer), which the channel
+    and writer tools act through with the caller's handle (None: built for this call)."""
     tool = TOOLS.get(name)
     if tool is None:
         return _failure("UnknownTool", f"no tool {name!r}; the tools are: {', '.join(TOOLS)}")
@@ -90,7 +96,11 @@ async def call_tool(
             who.require(tool.scope)
             args = tool.guard(who, args) if tool.guard is not None else args
             memory = who.handle(memory)
-        data = await anyio.to_thread.run_sync(partial(tool.run, memory, **args))
+        if tool.service is not None and services is not None:
+            call = partial(tool.service, services, memory, **args)
+        else:
+            call = partial(tool.run, memory, **args)
+        data = await anyio.to_thread.run_sync(call)
         if isinstance(data.get("branches"), dict):  # a prefix-restricted key: other targets' review branches hidden
             data = {**data, "branches": {n: c for n, c in data["branches"].items() if who.sees_branch(n)}}
     except MergeConflictError as exc:
@@ -133,6 +143,7 @@ def build_server(memory: Memory | None = None, *, access: KeyedAccess | None = N
     if (memory is None) == (access is None):
         raise ValueError("build_server takes a memory, or access (keys and tenants), not both")
     listed = [tool.describe() for tool in TOOLS.values()]
+    served = None if memory is None else TenantServices(memory)  # the one store's services, for every call
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -147,17 +158,18 @@ def build_server(memory: Memory | None = None, *, access: KeyedAccess | None = N
 
     async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         if memory is not None:
-            return await call_tool(memory, params.name, params.arguments or {})
+            return await call_tool(memory, params.name, params.arguments or {}, services=served)
         assert access is not None
         try:
             who = authenticate(access.keyring, _request_secret(ctx))
             tenant = await anyio.to_thread.run_sync(access.tenants.acquire, who.tenant)
         except EngramError as exc:
             return _failure(type(exc).__name__, str(exc))
-        try:
-            return await call_tool(tenant, params.name, params.arguments or {}, who)
+        try:  # the tenant's services live with its store in the pool, closed when it is evicted or closed
+            services = access.tenants.services(who.tenant, tenant)
+            return await call_tool(tenant, params.name, params.arguments or {}, who, services)
         finally:
-            access.tenants.release(who.tenant)
+            access.tenants.release(who.tenant, tenant)
 
     def input_schema(name: str) -> dict[str, Any] | None:
         tool = TOOLS.get(name)

@@ -6,12 +6,16 @@ auto); a target is a namespace the caller's key may write (its prefix applies).
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
+from contextlib import closing
 from typing import Any
 
 from engram.mcp.registry import NAMESPACE, STRATEGY, Registry, Strategy, integer, string
 from engram.ops.access import Principal
+from engram.ops.services import TenantServices
 from engram.store import Memory
-from engram.writer import MemoryWriter, OfflineExtractor
+from engram.writer import MemoryWriter
 
 #: The memory writer's tools, by name, in the order clients list them.
 WRITER_TOOLS = Registry()
@@ -24,11 +28,32 @@ def _target(who: Principal, args: dict[str, Any]) -> dict[str, Any]:
     return {**args, "target": list(who.check(args["target"]))}
 
 
-def _writer(memory: Memory) -> MemoryWriter:
-    return MemoryWriter(memory, extractor=OfflineExtractor(), background=False)
+Call = Callable[..., dict[str, Any]]
 
 
-@WRITER_TOOLS.tool(
+def _tool(**spec: Any) -> Callable[[Call], Call]:
+    """Add ``call(writer, **arguments)`` to :data:`WRITER_TOOLS` (``spec`` as :meth:`Registry.tool` takes it): doors
+    run it with the tenant's writer acting through the caller's handle; its ``run`` takes ``memory`` instead of
+    ``writer`` and builds a writer for the one call."""
+
+    def add(call: Call) -> Call:
+        def serve(services: TenantServices, memory: Memory, **arguments: Any) -> dict[str, Any]:
+            return call(services.writer.for_caller(memory), **arguments)
+
+        def run(memory: Memory, **arguments: Any) -> dict[str, Any]:
+            with closing(TenantServices(memory)) as services:
+                return serve(services, memory, **arguments)
+
+        signature = inspect.signature(call)
+        first, *rest = signature.parameters.values()
+        run.__name__, run.__doc__ = call.__name__, call.__doc__
+        run.__signature__ = signature.replace(parameters=[first.replace(name="memory"), *rest])  # type: ignore[attr-defined]
+        return WRITER_TOOLS.tool(service=serve, **spec)(run)
+
+    return add
+
+
+@_tool(
     guard=_target,
     required=("conversation_id", "target", "role", "text"),
     conversation_id=string("The conversation (started on its first turn); a label: no '.'.", minLength=1),
@@ -44,7 +69,7 @@ def _writer(memory: Memory) -> MemoryWriter:
     message_id=string("The app's id of the message; the memories made from it cite it in their sources."),
 )
 def memory_append_turn(
-    memory: Memory, *, conversation_id: str, target: list[str], role: str, text: str, status: str,
+    writer: MemoryWriter, *, conversation_id: str, target: list[str], role: str, text: str, status: str,
     message_id: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Append a conversation turn for the memory writer, which extracts memories every 2 completed assistant turns
@@ -53,7 +78,6 @@ def memory_append_turn(
     Returns {turn, decision}: decision.action is ran (with the run record), waiting (pending of 2 turns) or skipped
     (with its reason).
     """
-    writer = _writer(memory)
     writer.start_conversation(conversation_id, tuple(target))
     done = writer.append(conversation_id, role, text, message_id=message_id, status=status)  # type: ignore[arg-type]
     decision = done.decision
@@ -61,36 +85,38 @@ def memory_append_turn(
                                                    "pending": decision.pending, "run": decision.run}}  # fmt: skip
 
 
-@WRITER_TOOLS.tool(guard=_target, required=("target",), read_only=True, target=TARGET)
-def memory_writer_status(memory: Memory, *, target: list[str]) -> dict[str, Any]:
+@_tool(guard=_target, required=("target",), read_only=True, target=TARGET)
+def memory_writer_status(writer: MemoryWriter, *, target: list[str]) -> dict[str, Any]:
     """The memory writer's state for a target: turns pending, the run in flight, what each conversation has been
     processed up to, and the last run."""
-    return _writer(memory).status(tuple(target))
+    return writer.status(tuple(target))
 
 
-@WRITER_TOOLS.tool(guard=_target, required=("target",), read_only=True, target=TARGET,
+@_tool(guard=_target, required=("target",), read_only=True, target=TARGET,
        limit=integer("Most runs to return.", 20, maximum=100))  # fmt: skip
-def memory_writer_runs(memory: Memory, *, target: list[str], limit: int) -> dict[str, Any]:
+def memory_writer_runs(writer: MemoryWriter, *, target: list[str], limit: int) -> dict[str, Any]:
     """The memory writer's last runs on a target, newest first: outcome, actions, duration, review state, trace.
 
     Returns {runs}."""
-    return {"runs": _writer(memory).runs(tuple(target), limit)}
+    return {"runs": writer.runs(tuple(target), limit)}
 
 
-@WRITER_TOOLS.tool(guard=_target, required=("target", "run_id"), target=TARGET, run_id=RUN_ID, strategy=STRATEGY)
-def memory_writer_approve(memory: Memory, *, target: list[str], run_id: str, strategy: Strategy) -> dict[str, Any]:
+@_tool(guard=_target, required=("target", "run_id"), target=TARGET, run_id=RUN_ID, strategy=STRATEGY)
+def memory_writer_approve(
+    writer: MemoryWriter, *, target: list[str], run_id: str, strategy: Strategy
+) -> dict[str, Any]:
     """Approve a memory-writer run left for review: merge its branch into the memory, then delete the branch.
 
     Returns the run record (with merge: the merge commit id)."""
-    return _writer(memory).approve(tuple(target), run_id, strategy=strategy)
+    return writer.approve(tuple(target), run_id, strategy=strategy)
 
 
-@WRITER_TOOLS.tool(guard=_target, required=("target", "run_id"), destructive=True, target=TARGET, run_id=RUN_ID)
-def memory_writer_reject(memory: Memory, *, target: list[str], run_id: str) -> dict[str, Any]:
+@_tool(guard=_target, required=("target", "run_id"), destructive=True, target=TARGET, run_id=RUN_ID)
+def memory_writer_reject(writer: MemoryWriter, *, target: list[str], run_id: str) -> dict[str, Any]:
     """Reject a memory-writer run left for review: delete its branch (its turns stay processed).
 
     Returns the run record."""
-    return _writer(memory).reject(tuple(target), run_id)
+    return writer.reject(tuple(target), run_id)
 
 
 __all__ = ["WRITER_TOOLS"]

@@ -1,5 +1,6 @@
 """A bounded pool of tenant stores: each tenant's :class:`Memory`, opened on first use, idle ones closed
-least recently used first, with one TTL sweeper and one background indexer for all of them.
+least recently used first, with one TTL sweeper and one background indexer for all of them; beside each store
+its :class:`~engram.ops.services.TenantServices` (one channels hub, one memory writer), closed with it.
 
 A server with API keys serves one repository per tenant. Keeping every tenant it ever saw open would
 keep a store, a sweeper thread and database connections per tenant for good; the pool keeps at most
@@ -20,7 +21,8 @@ from typing import Any, Protocol
 
 from engram import observe
 from engram.embed import Embedder, embedder_from_spec
-from engram.errors import EngramError
+from engram.errors import EngramError, NotFoundError
+from engram.ops.services import TenantServices, WriterFactory, offline_writer
 from engram.store import Memory, tenant_url
 from engram.store import open as open_store
 
@@ -34,6 +36,7 @@ MAX_OPEN = 64
 class _Entry:
     memory: Memory
     leases: int = 0
+    services: TenantServices | None = None
 
 
 class TenantRouter(Protocol):
@@ -96,6 +99,7 @@ class TenantPool:
             later in a background thread, so the next search does not pay for it (None: at the next search).
         router: with sharding (issue #17), where tenants live: a tenant's store is reopened once the tenant moved
             to another shard, and the old one closed when the last request holding it releases it.
+        writer: builds each tenant's memory writer (:meth:`services`): the door's one writer configuration.
     """
 
     def __init__(
@@ -106,10 +110,12 @@ class TenantPool:
         sweep_minutes: float | None = 5.0,
         index_delay: float | None = 0.2,
         router: TenantRouter | None = None,
+        writer: WriterFactory = offline_writer,
     ) -> None:
         if max_open < 1:
             raise ValueError("max_open is at least 1")
         self._opener = opener
+        self._writer = writer
         #: With sharding: a tenant's store is reopened once the tenant moved to another shard.
         self.router = router
         self._retired: dict[int, _Entry] = {}  # stores of moved tenants, closed when their last lease ends
@@ -199,7 +205,7 @@ class TenantPool:
                 entry.leases -= 1
             evicted = self._evictable()
             if retired is not None and retired.leases <= 0:
-                evicted.append(self._retired.pop(id(memory)).memory)
+                evicted.append(self._retired.pop(id(memory)))
         if evicted:
             threading.Thread(target=self._close_all, args=(evicted,), name="engram-evict", daemon=True).start()
 
@@ -228,27 +234,47 @@ class TenantPool:
             if entry.leases > 0:
                 self._retired[id(entry.memory)] = entry
                 return
-        self._close_all([entry.memory])
+        self._close_all([entry])
 
-    def _evictable(self) -> list[Memory]:
+    def _evictable(self) -> list[_Entry]:
         """Remove idle stores beyond ``max_open``, least recently used first (call with the lock held)."""
         evicted = []
         for name in list(self._open):
             if len(self._open) <= self.max_open:
                 break
             if self._open[name].leases == 0:
-                evicted.append(self._open.pop(name).memory)
+                evicted.append(self._open.pop(name))
         self.evicted += len(evicted)
         observe.tenants_opened(-len(evicted))
         return evicted
 
     @staticmethod
-    def _close_all(memories: list[Memory]) -> None:
-        for memory in memories:
-            try:
-                memory.close()
-            except EngramError as exc:  # closing saves index snapshots: never fail a request over it
-                _log.warning("closing an evicted tenant store failed: %s", exc)
+    def _close_all(entries: list[_Entry]) -> None:
+        """Close each entry's services, then its store (the services work on the store)."""
+        for entry in entries:
+            closes = [entry.memory.close] if entry.services is None else [entry.services.close, entry.memory.close]
+            for close in closes:
+                try:
+                    close()
+                except EngramError as exc:  # closing saves index snapshots: never fail a request over it
+                    _log.warning("closing an evicted tenant store failed: %s", exc)
+
+    def services(self, tenant: str, memory: Memory | None = None) -> TenantServices:
+        """The services of ``tenant``'s open store (of ``memory``, the store a request leased, when given: after a
+        move it may be the tenant's old store), built on first use and closed with the store.
+
+        Raises:
+            NotFoundError: the tenant's store (or ``memory``) is not open in this pool (lease it first).
+        """
+        with self._lock:
+            entry = self._open.get(tenant)
+            if memory is not None and (entry is None or entry.memory is not memory):
+                entry = self._retired.get(id(memory))
+            if entry is None or (memory is not None and entry.memory is not memory):
+                raise NotFoundError(f"tenant {tenant!r} has no open store here: lease it first")
+            if entry.services is None:
+                entry.services = TenantServices(entry.memory, self._writer)
+            return entry.services
 
     def tenants(self) -> list[str]:
         """The tenants whose stores are open, least recently used first."""
@@ -295,7 +321,8 @@ class TenantPool:
             _log.warning("background %s of tenant %s failed: %s", what, tenant, exc)
 
     def close(self) -> None:
-        """Stop the background threads and close every open store (a later :meth:`acquire` starts afresh)."""
+        """Stop the background threads and close every open store and its services (a later :meth:`acquire` starts
+        afresh)."""
         with self._lock:
             self._stop.set()
             self._running = False
@@ -304,12 +331,12 @@ class TenantPool:
         for thread in threads:
             thread.join(timeout=30)
         with self._lock:
-            memories = [entry.memory for entry in self._open.values()]
+            entries = list(self._open.values())
             self._open.clear()
-            observe.tenants_opened(-len(memories))
-            memories += [entry.memory for entry in self._retired.values()]  # stores of moved tenants
+            observe.tenants_opened(-len(entries))
+            entries += self._retired.values()  # stores of moved tenants
             self._retired.clear()
-        self._close_all(memories)
+        self._close_all(entries)
 
 
 def _update_index(memory: Memory, branch: str) -> None:

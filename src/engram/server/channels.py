@@ -145,7 +145,7 @@ async def _act(caller: Caller, agent: str | None, call: Callable[[Actor], Any]) 
     caller.who.require_unrestricted("channels")
 
     def work() -> Any:
-        hub = Channels(caller.on())
+        hub = caller.services().channels.for_caller(caller.on())
         return to_json(call(hub.actor_for_key(caller.who.key_id, agent)))
 
     return await run_in_threadpool(work)
@@ -182,7 +182,7 @@ class KeyBinding(_Body):
 
 async def _admin(caller: Caller, call: Callable[[Channels], Any]) -> Any:
     caller.who.require_unrestricted("channels")
-    return await run_in_threadpool(lambda: to_json(call(Channels(caller.on()))))
+    return await run_in_threadpool(lambda: to_json(call(caller.services().channels.for_caller(caller.on()))))
 
 
 @routes.post("/v1/projects", status_code=201)
@@ -381,8 +381,11 @@ async def stream(
     caller.who.require_unrestricted("channels")
     keyring = request.app.state.engram.keyring
 
+    # the tenant's hub, taken once while the request holds its store: rechecks of the key reuse it
+    hub = await run_in_threadpool(lambda: caller.services().channels.for_caller(caller.on()))
+
     def resolve() -> Actor:
-        return Channels(caller.on()).actor_for_key(caller.who.key_id, agent)
+        return hub.actor_for_key(caller.who.key_id, agent)
 
     actor = await run_in_threadpool(resolve)
     cursor = int(last_event_id) if last_event_id and last_event_id.isdigit() else after

@@ -1,7 +1,9 @@
-"""How a server runs (:class:`ServerConfig`) and the tenant stores it serves (:class:`Tenants`)."""
+"""How a server runs (:class:`ServerConfig`) and the tenant stores it serves (:class:`Tenants`), each with its
+services (one channels hub, one memory writer) built from that one configuration."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -17,13 +19,15 @@ from engram.objects import Commit
 from engram.ops.access import LOCAL_TENANT, default_keys_path
 from engram.ops.remotes import open_remote, remote_config
 from engram.ops.schedule import BackupSchedule
+from engram.ops.services import TenantServices
 from engram.ops.shards import ShardRouter
 from engram.ops.shards.catalog import TenantMovedError
 from engram.ops.tenants import MAX_OPEN, TenantPool, store_opener
 from engram.repo import Repository
-from engram.store import open_repository
+from engram.store import Memory, open_repository
 from engram.store.aio import Coalescer
 from engram.store.ops import Op
+from engram.writer import MemoryWriter, extractor_from_spec
 
 MiB = 1 << 20
 #: Most write batchers (tenant, branch, author) kept; an idle one holds nothing and is recreated on demand.
@@ -94,10 +98,18 @@ class ServerConfig:
         """Where the API keys are kept (None: this store has no default place for them)."""
         return Path(self.keys_file) if self.keys_file is not None else default_keys_path(self.store)
 
+    def writer(self, memory: Memory) -> MemoryWriter:
+        """A memory writer on ``memory`` with this server's ``writer_*`` settings, running in the calling (worker)
+        thread: what each tenant's :class:`~engram.ops.services.TenantServices` builds once."""
+        extractor = extractor_from_spec(self.writer_extractor, os.environ.get("OPENAI_API_KEY"))  # a door reads it
+        return MemoryWriter(memory, extractor=extractor, interval=self.writer_interval,
+                            policy=self.writer_policy, background=False)  # type: ignore[arg-type]  # fmt: skip
+
 
 class Tenants:
     """The server's tenant stores: a bounded :class:`~engram.ops.tenants.TenantPool` (one repository per tenant)
-    opened with the server's options, one embedder shared by all, and the repository readiness checks probe."""
+    opened with the server's options, one embedder shared by all, each tenant's services (:meth:`services`), and
+    the repository readiness checks probe."""
 
     def __init__(self, config: ServerConfig, local: bool) -> None:
         self.config = config
@@ -122,8 +134,15 @@ class Tenants:
             sweep_minutes=5.0 if config.sweep_ttl else None,
             index_delay=config.index_delay,
             router=self.router,
+            writer=config.writer,
         )
         self._coalescers: OrderedDict[tuple[str, str, str], Coalescer] = OrderedDict()
+
+    def services(self, tenant: str, memory: Memory | None = None) -> TenantServices:
+        """``tenant``'s channels hub and memory writer (of ``memory``, the store a request leased, when given):
+        built once per open tenant store and closed with it. Requests act through views bound to their caller's
+        handle (``channels.for_caller(...)``, ``writer.for_caller(...)``)."""
+        return self.pool.services(tenant, memory)
 
     def coalescer(self, tenant: str, branch: str, author: str) -> Coalescer:
         """The batcher of plain writes to ``branch`` of ``tenant`` by ``author``: concurrent writes in one

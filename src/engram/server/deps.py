@@ -20,6 +20,7 @@ from starlette.datastructures import State as RequestState
 
 from engram.objects import Commit
 from engram.ops.access import LOCAL, KeyRing, Principal, authenticate, key_from_headers
+from engram.ops.services import TenantServices
 from engram.server.config import ServerConfig, Tenants
 from engram.server.consistency import note_commit, note_written, routed
 from engram.store import Memory
@@ -65,6 +66,11 @@ class Caller:
     #: Who serves this request's reads, and where its write's token goes (issue #17: engram.server.consistency).
     served_by: str = "primary"
     request_state: RequestState | None = None
+
+    def services(self) -> TenantServices:
+        """The tenant's services (one channels hub, one memory writer, kept with its store); act through them with
+        this caller's handle (``services().channels.for_caller(self.on())``)."""
+        return self.tenants.services(self.tenant, self.memory)
 
     def on(self, branch: str | None = None) -> Memory:
         """A handle on ``branch`` (default: the server's) acting as this caller (read-only without write scope)."""

@@ -7,19 +7,16 @@ response carries the run (call it off your app's hot path). The writer's setting
 
 from __future__ import annotations
 
-import os
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field
 
-from engram.server.config import ServerConfig
 from engram.server.deps import Caller, Read, Write, run
 from engram.server.errors import StrictRoute
 from engram.server.schemas import responses
-from engram.store import Memory
-from engram.writer import MemoryWriter, extractor_from_spec
+from engram.writer import MemoryWriter
 from engram.writer.state import target_namespace
 
 routes = APIRouter(route_class=StrictRoute, tags=["writer"], responses=responses())  # every error documented
@@ -57,19 +54,13 @@ class Review(_Body):
     strategy: Literal["fail", "ours", "theirs", "newest"] = "fail"
 
 
-def writer_for(memory: Memory, config: ServerConfig) -> MemoryWriter:
-    """A writer on ``memory`` with the server's settings, running in the calling (worker) thread."""
-    extractor = extractor_from_spec(config.writer_extractor, os.environ.get("OPENAI_API_KEY"))  # a door reads it
-    return MemoryWriter(memory, extractor=extractor, interval=config.writer_interval,
-                        policy=config.writer_policy, background=False)  # type: ignore[arg-type]  # fmt: skip
-
-
 def _writer(caller: Caller, target: str | None = None) -> MemoryWriter:
-    """The caller's writer, after checking that ``target`` (dot-joined) lies under the key's namespace prefix (and
-    is not a system namespace): a prefix-restricted key reaches only its own targets, as at every door."""
+    """The tenant's writer acting through the caller's handle, after checking that ``target`` (dot-joined) lies
+    under the key's namespace prefix (and is not a system namespace): a prefix-restricted key reaches only its own
+    targets, as at every door."""
     if target is not None:
         caller.who.check(target_namespace(target))
-    return writer_for(caller.on(), caller.tenants.config)
+    return caller.services().writer.for_caller(caller.on())
 
 
 def _decision(decision: Any) -> dict[str, Any]:

@@ -19,12 +19,13 @@ at INFO and counts it in ``engram_writer_skips_total{reason}``; a skip changes n
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any, Unpack
+from typing import Any, Self, Unpack
 
 from engram.clock import now_ms
 from engram.errors import InvalidInputError, NotFoundError, RunInFlightError
@@ -72,6 +73,16 @@ class Appended:
         return self.decision.run
 
 
+class _Worker:
+    """The background worker every view of one writer shares (see :meth:`MemoryWriter.for_caller`): its thread,
+    the runs queued per target, and the lock over both."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.executor: ThreadPoolExecutor | None = None
+        self.queued: dict[str, Future[Decision]] = {}
+
+
 class MemoryWriter:
     """Extracts memories from conversations every ``interval`` completed assistant turns (see the module docstring).
 
@@ -115,9 +126,16 @@ class MemoryWriter:
         self.metrics = metrics if metrics is not None else default_metrics()
         self.conversations = ConversationLog(mem, branch=self.settings.conversations_branch, author=self.author)
         self.owner = process_owner()
-        self._executor: ThreadPoolExecutor | None = None
-        self._queued: dict[str, Future[Decision]] = {}
-        self._lock = threading.Lock()
+        self._worker = _Worker()
+
+    def for_caller(self, mem: Memory) -> Self:
+        """This writer acting through a caller's handle ``mem``: memories are read and merged on its branch, and a
+        read-only handle (a key without the ``write`` scope) writes none; commits keep the writer's author. It
+        shares this writer's settings, extractor, metrics, conversation log and background worker: a door builds
+        one writer per tenant and one of these per request."""
+        view = copy.copy(self)
+        view.mem = mem.handle(author=self.author)
+        return view
 
     # ---------------------------------------------------------------- settings
 
@@ -240,29 +258,30 @@ class MemoryWriter:
             return gated
         if not self.background:
             return self._maybe_run(conversation.target, conversation.id, force=False)
-        with self._lock:
-            queued = self._queued.get(conversation.target)
+        worker = self._worker
+        with worker.lock:
+            queued = worker.queued.get(conversation.target)
             if queued is not None and not queued.done():
                 return Decision("queued", pending=self.lag(conversation.target))
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(1, thread_name_prefix="engram-writer")
-            self._queued[conversation.target] = self._executor.submit(
+            if worker.executor is None:
+                worker.executor = ThreadPoolExecutor(1, thread_name_prefix="engram-writer")
+            worker.queued[conversation.target] = worker.executor.submit(
                 self._maybe_run, conversation.target, conversation.id, False
             )
         return Decision("queued")
 
     def wait(self, timeout: float | None = None) -> None:
         """Wait for the runs queued in the background to finish."""
-        with self._lock:
-            futures = list(self._queued.values())
+        with self._worker.lock:
+            futures = list(self._worker.queued.values())
         for future in futures:
             future.result(timeout)
 
     def close(self) -> None:
         """Finish queued background runs and stop the worker thread."""
         self.wait()
-        with self._lock:
-            executor, self._executor = self._executor, None
+        with self._worker.lock:
+            executor, self._worker.executor = self._worker.executor, None
         if executor is not None:
             executor.shutdown(wait=True)
 
