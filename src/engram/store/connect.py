@@ -271,22 +271,22 @@ def open(
     if vector_cache is not None:
         cache = shared_vector_cache(vector_cache) if isinstance(vector_cache, str | Path) else vector_cache
     chosen = choose_embedder(repo, embedder, reembed=reembed)
-    pool = IndexPool(
-        repo, embedder=chosen, fields=index_fields, cache=cache, snapshots=snapshots, background=background_index
-    )
-    if embedder != "auto":  # named explicitly: the store records it now, so a later open(embedder="auto") agrees
-        pool.note_embedded()
-    health = getattr(repo.refs, "health", None)
-    if health is not None and parsed.kind == "postgres":  # a Redis cache: search results are shared through it too
-        pool.query_cache = QueryCache(redis=health, repo=parsed.repo)
+    sql = None
     if pg_refs is not None and search != "local":
         from engram.store.pgsearch import PgSearch, has_pgvector
 
         if has_pgvector(pg_refs.db):
-            pool.sql = PgSearch(pg_refs.db, repo, embedder=chosen, fields=tuple(index_fields), cache=cache)
-            pg_refs.hook = pool.sql
+            sql = PgSearch(pg_refs.db, repo, embedder=chosen, fields=tuple(index_fields), cache=cache)
+            pg_refs.hook = sql
         elif search == "postgres":
             raise ConfigError("search='postgres' needs the pgvector extension on the server (CREATE EXTENSION vector)")
+    health = getattr(repo.refs, "health", None)
+    shared = health is not None and parsed.kind == "postgres"  # a Redis cache: search results are shared through it
+    pool = IndexPool(repo, embedder=chosen, fields=index_fields, cache=cache, snapshots=snapshots,
+                     background=background_index, sql=sql,
+                     query_cache=QueryCache(redis=health, repo=parsed.repo) if shared else None)  # fmt: skip
+    if embedder != "auto":  # named explicitly: the store records it now, so a later open(embedder="auto") agrees
+        pool.note_embedded()
     return Memory(repo, branch=branch, author=author, pool=pool, ttl=ttl)
 
 

@@ -28,6 +28,7 @@ from engram.index.engine import Overlay
 from engram.index.keyword import OverlayStats
 from engram.repo import Repository
 from engram.store.background import BackgroundIndexer
+from engram.store.engines import InProcessSearch, PostgresSearch, SearchEngine
 from engram.store.querycache import QueryCache
 
 if TYPE_CHECKING:
@@ -154,6 +155,8 @@ class IndexPool:
         ann_min: int | None = None,
         pack_after: int = PACK_AFTER,
         vector_settings: Mapping[str, Any] | None = None,
+        sql: PgSearch | None = None,
+        query_cache: QueryCache | None = None,
     ) -> None:
         self.repo = repo
         #: Index settings (:class:`DocIndex`): the scope scored exactly, the vectors from which on a graph is built,
@@ -166,10 +169,12 @@ class IndexPool:
         self.fields = tuple(fields)
         self.cache = cache
         self.snapshots = snapshots
-        #: Head searches run here when the store is PostgreSQL with pgvector (engram.index.pgengine).
-        self.sql: PgSearch | None = None
+        #: The search tables when the store is PostgreSQL with pgvector (engram.index.pgengine), else None.
+        self.sql = sql
+        #: The engine every search runs on, chosen here once: PostgreSQL's tables, or the in-process indexes.
+        self.engine: SearchEngine = InProcessSearch(self) if sql is None else PostgresSearch(sql, InProcessSearch(self))
         #: Search results by (root, request): never stale, shared by every handle (engram.store.querycache).
-        self.query_cache: QueryCache | None = QueryCache()
+        self.query_cache: QueryCache | None = query_cache if query_cache is not None else QueryCache()
         self._branches: dict[str, DocIndex] = {}
         self._temp: OrderedDict[ChunkId, DocIndex] = OrderedDict()
         self._overlays: OrderedDict[tuple[ChunkId, ChunkId], Overlay] = OrderedDict()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from dataclasses import replace
 from types import TracebackType
 from typing import Any, Literal
 
@@ -19,17 +19,15 @@ from engram.embed import Embedder, embedder_from_spec
 from engram.errors import InvalidInputError
 from engram.hashing import ChunkId
 from engram.index.corpus import CorpusStats
-from engram.index.docs import DocIndex, Phases
+from engram.index.docs import Phases
 from engram.objects import Commit, Record, decode_record, encode_record
 from engram.repo import Repository
 from engram.store import _validate
 from engram.store.indexing import IndexLag, IndexPool
 from engram.store.item import Item, SearchResults
 from engram.store.ops import NOT_PROVIDED, GetOp, ListNamespacesOp, Mode, Op, PutOp, SearchOp, TTLConfig
-from engram.store.querycache import QueryCache, for_pool
 from engram.store.ranking import Profile
 from engram.store.reader import Reader
-from engram.store.search import Overlay
 from engram.store.versioning import Ref, Versioned, item_conflicts
 from engram.tree import get
 
@@ -51,26 +49,8 @@ class _Snapshot(Reader):
     def _root(self) -> ChunkId:
         return self._fixed
 
-    def _search_index(self) -> tuple[DocIndex, Overlay | None]:
-        return self._memory.pool.head(self._memory.branch, self._fixed, search=True), None
-
-    def _search_lock(self) -> AbstractContextManager[object]:
-        return self._memory.pool.index(self._memory.branch).lock
-
-    def _query_cache(self) -> tuple[QueryCache, str] | None:
-        return for_pool(self._memory.pool)
-
-    def _sql_stats(self, query: str) -> CorpusStats | None:
-        sql = self._memory.pool.sql
-        return sql.corpus_stats(self._memory.branch, self._fixed, query) if sql is not None else None
-
-    def _execute(self, request: SearchOp, now: int) -> SearchResults:
-        sql = self._memory.pool.sql
-        if sql is not None:
-            found = sql.search(self._memory.branch, self._fixed, request, now)
-            if found is not None:
-                return found
-        return super()._execute(request, now)
+    def _searched(self) -> tuple[IndexPool, str, bool]:
+        return self._memory.pool, self._memory.branch, False
 
 
 class Memory(Reader, Versioned):
@@ -125,11 +105,8 @@ class Memory(Reader, Versioned):
     def _root(self) -> ChunkId:
         return self.head.tree
 
-    def _search_index(self) -> tuple[DocIndex, Overlay | None]:
-        return self.pool.head(self._branch, self._root(), search=True), None
-
-    def _search_lock(self) -> AbstractContextManager[object]:
-        return self.pool.index(self._branch).lock
+    def _searched(self) -> tuple[IndexPool, str, bool]:
+        return self.pool, self._branch, False
 
     def flush_index(self, timeout: float | None = None) -> bool:
         """Wait until the background indexer has indexed every write made through this store so far (items and
@@ -247,7 +224,7 @@ class Memory(Reader, Versioned):
             observe.search_done(past.mode, time.perf_counter() - started)  # metrics (issue #15)
             return past
         op = SearchOp(
-            _validate.namespace(namespace_prefix, allow_empty=True),
+            namespace_prefix,  # type: ignore[arg-type]  # checked once, where the batch runs it
             query,
             filter,
             limit,
@@ -330,10 +307,10 @@ class Memory(Reader, Versioned):
                         touched[raw] = record
             elif isinstance(op, SearchOp):
                 started = time.perf_counter()
-                results[i] = found_items = snapshot.search(
-                    op.namespace_prefix, op.query, filter=op.filter, limit=op.limit, offset=op.offset, mode=op.mode,
-                    profile=op.profile, explain=op.explain, min_score=op.min_score, stats=op.stats,
-                )  # fmt: skip
+                prefix = _validate.namespace(op.namespace_prefix, allow_empty=True)  # checked here, once
+                results[i] = found_items = snapshot._run_search(
+                    op if prefix == op.namespace_prefix else replace(op, namespace_prefix=prefix)
+                )
                 observe.search_done(found_items.mode, time.perf_counter() - started)  # metrics (issue #15)
                 if self._refreshes(op.refresh_ttl):
                     for item in found_items:

@@ -3,25 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from dataclasses import replace
 from typing import Any
 
 from engram import codec
 from engram.backends.base import now_ms
 from engram.errors import InvalidInputError
 from engram.hashing import ChunkId
-from engram.index.corpus import CorpusStats, query_terms
-from engram.index.docs import DocIndex
-from engram.index.engine import Overlay
+from engram.index.corpus import CorpusStats
 from engram.objects import Record, decode_record
 from engram.repo import Repository
 from engram.store import _validate
 from engram.store import system as sysns
+from engram.store.indexing import IndexPool
 from engram.store.item import Item, SearchResults
 from engram.store.ops import Mode, SearchOp
-from engram.store.querycache import QueryCache
+from engram.store.querycache import for_pool
 from engram.store.ranking import Profile
-from engram.store.search import execute
 from engram.tree import count, get, iter_entries
 
 
@@ -40,13 +38,10 @@ class Reader:
     def _root(self) -> ChunkId:
         raise NotImplementedError
 
-    def _search_index(self) -> tuple[DocIndex, Overlay | None]:
+    def _searched(self) -> tuple[IndexPool, str, bool]:
+        """Where this reader's searches run: its store's index pool (its engine and query cache), the branch whose
+        index they use, and whether the root is a past version (not the branch's head)."""
         raise NotImplementedError
-
-    def _search_lock(self) -> AbstractContextManager[object]:
-        """Held from bringing the index to this reader's root until the search on it is done: another thread
-        (a search at another root, the background indexer) moves the index only between two searches."""
-        return nullcontext()
 
     def search(
         self,
@@ -73,16 +68,26 @@ class Reader:
         scores use these statistics (the sum of every repository's :meth:`corpus_stats`) instead of this one's.
         """
         prefix = _validate.namespace(namespace_prefix, allow_empty=True)
-        self._guard(prefix, "search")
-        request = SearchOp(
-            prefix, query, filter, limit, offset, mode, profile, explain, min_score, stats=stats,
-            hide_system=not self.system,
-        )  # fmt: skip
-        cached = self._query_cache()
+        request = SearchOp(prefix, query, filter, limit, offset, mode, profile, explain, min_score, stats=stats)
+        return self._run_search(request)
+
+    def _run_search(self, request: SearchOp) -> SearchResults:
+        """Run a search operation built once by the caller (its namespace validated): this reader's system rule
+        applied, then through the store's query cache to its engine."""
+        self._guard(request.namespace_prefix, "search")
+        if not self.system and not request.hide_system:
+            request = replace(request, hide_system=True)
+        pool, branch, past = self._searched()
+        root = self._root()
+
+        def run(op: SearchOp, now: int) -> SearchResults:
+            return pool.engine.search(branch, root, op, now, past=past)
+
+        cached = for_pool(pool)
         if cached is None:
-            return self._execute(request, now_ms())
+            return run(request, now_ms())
         cache, context = cached
-        return cache.search(self._root(), request, now_ms(), self._execute, context)
+        return cache.search(root, request, now_ms(), run, context)
 
     def corpus_stats(self, query: str) -> CorpusStats:
         """The keyword (BM25) statistics a search of ``query`` here scores with: the indexed items, their total
@@ -95,28 +100,8 @@ class Reader:
         """
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
-        found = self._sql_stats(query)
-        if found is not None:
-            return found
-        with self._search_lock():
-            index, overlay = self._search_index()
-            with index.lock:  # the engine's statistics: the overlay's in the past, else the index's
-                stats = overlay.stats if overlay is not None else index.keyword.stats
-                return CorpusStats.of(stats, query_terms(query))
-
-    def _sql_stats(self, query: str) -> CorpusStats | None:
-        """:meth:`corpus_stats` from the PostgreSQL search tables (None: the searches run in process)."""
-        return None
-
-    def _query_cache(self) -> tuple[QueryCache, str] | None:
-        """The query cache searches go through, and the search context that is part of its keys (None: no cache)."""
-        return None
-
-    def _execute(self, request: SearchOp, now: int) -> SearchResults:
-        """Run a search (in process; a handle on a PostgreSQL store with search tables runs it there)."""
-        with self._search_lock():
-            index, overlay = self._search_index()
-            return execute(index, request, now, overlay)
+        pool, branch, past = self._searched()
+        return pool.engine.corpus_stats(branch, self._root(), query, past=past)
 
     def lookup(self, namespace: Sequence[str], key: str, now: int | None = None) -> tuple[bytes, Record] | None:
         """The entry key and record at (namespace, key), unless absent or expired at ``now``."""

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
 from typing import Any
 
 from engram.errors import ReadOnlyError
 from engram.hashing import ChunkId
-from engram.index.corpus import CorpusStats
-from engram.index.docs import DocIndex
 from engram.objects import Commit
 from engram.repo import Repository
 from engram.store.indexing import IndexPool
-from engram.store.item import SearchResults
-from engram.store.ops import SearchOp
-from engram.store.querycache import QueryCache, for_pool
 from engram.store.reader import Reader
-from engram.store.search import Overlay
 
 
 class View(Reader):
@@ -34,23 +27,8 @@ class View(Reader):
     def _root(self) -> ChunkId:
         return self.commit.tree
 
-    def _search_index(self) -> tuple[DocIndex, Overlay | None]:
-        return self._pool.past(self._near, self.commit.tree)
-
-    def _search_lock(self) -> AbstractContextManager[object]:
-        return self._pool.index(self._near).lock
-
-    def _query_cache(self) -> tuple[QueryCache, str] | None:
-        return for_pool(self._pool)
-
-    def _sql_stats(self, query: str) -> CorpusStats | None:
-        sql = self._pool.sql
-        return sql.corpus_stats(self._near, self.commit.tree, query, past=True) if sql is not None else None
-
-    def _execute(self, request: SearchOp, now: int) -> SearchResults:
-        sql = self._pool.sql  # on PostgreSQL: the branch's head rows minus what differs, plus the past versions
-        found = sql.search_past(self._near, self.commit.tree, request, now) if sql is not None else None
-        return found if found is not None else super()._execute(request, now)
+    def _searched(self) -> tuple[IndexPool, str, bool]:
+        return self._pool, self._near, True
 
     def put(self, *args: Any, **kwargs: Any) -> None:
         """Views are read-only."""
