@@ -14,8 +14,10 @@ from services import require_redis
 
 import engram
 from engram.backends import ChunkStore, ValidatingChunkStore
+from engram.backends.buckets import s3_error
 from engram.backends.s3 import S3ChunkStore, shared_client
-from engram.errors import ConfigError, UnavailableError
+from engram.breakers import CircuitBreaker, RetryPolicy
+from engram.errors import CircuitOpenError, ConfigError, StorageError, UnavailableError
 from engram.hashing import chunk_id
 from engram.store import open_repository, tenant_url
 from engram.testing import ChunkStoreContract
@@ -125,6 +127,74 @@ def test_s3_unreachable_server_is_unavailable() -> None:
     with pytest.raises(UnavailableError, match="unreachable"):
         store.get_many([chunk_id(b"x")])
     store.close()
+
+
+class _Flaky(_Counting):
+    """A boto3 client whose first ``failures`` requests of each named method find the server unreachable."""
+
+    def __init__(self, inner: Any, **failures: int) -> None:
+        super().__init__(inner)
+        self.failures = Counter(failures)
+
+    def __getattr__(self, name: str) -> Any:
+        from botocore.exceptions import EndpointConnectionError
+
+        counted = super().__getattr__(name)
+
+        def call(**kwargs: Any) -> Any:
+            if self.failures[name] > 0:
+                self.failures[name] -= 1
+                self.calls[name] += 1
+                raise EndpointConnectionError(endpoint_url="http://flaky")
+            return counted(**kwargs)
+
+        return call
+
+
+def test_s3_chunk_store_retries_transient_failures_through_its_breaker(s3: S3Server) -> None:
+    client = _Flaky(shared_client(s3.endpoint), put_object=2, get_object=1)
+    breaker = CircuitBreaker("s3:flaky", failure_threshold=10)
+    store = _store(s3, client=client, retry=RetryPolicy(attempts=3, initial=0.0), breaker=breaker)
+    cid = store.put(b"retried")
+    assert store.get_many([cid]) == {cid: b"retried"}
+    assert client.calls["put_object"] == 3 and client.calls["get_object"] == 2
+    assert breaker.state == "closed" and breaker.snapshot()["failures"] == 0  # each success reset the count
+    store.close()
+
+
+def test_s3_chunk_store_fails_fast_once_its_breaker_opens() -> None:
+    endpoint = "http://127.0.0.1:9"
+    client = _Counting(shared_client(endpoint))
+    breaker = CircuitBreaker("s3:down", failure_threshold=2, reset_timeout=60.0)
+    store = S3ChunkStore("engram-tests", endpoint=endpoint, client=client, breaker=breaker,
+                         retry=RetryPolicy(attempts=2, initial=0.0))  # fmt: skip
+    with pytest.raises(UnavailableError, match="unreachable"):
+        store.get_many([chunk_id(b"x")])
+    assert client.calls["get_object"] == 2 and breaker.state == "open"
+    with pytest.raises(CircuitOpenError):
+        store.has_many([chunk_id(b"x")])
+    assert client.calls == Counter({"get_object": 2})  # no request while the breaker is open
+    store.close()
+
+
+def test_s3_errors_are_classified_in_one_place() -> None:
+    from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
+
+    def answer(code: str, status: int) -> ClientError:
+        return ClientError({"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "GetObject")
+
+    def classify(exc: BaseException) -> type | None:
+        found = s3_error(exc, "get", "s3://b/p/", "b")
+        return None if found is None else type(found)
+
+    assert classify(answer("NoSuchKey", 404)) is None and classify(answer("PreconditionFailed", 412)) is None
+    assert classify(answer("SlowDown", 503)) is UnavailableError
+    assert classify(answer("ThrottlingException", 400)) is UnavailableError
+    assert classify(answer("NoSuchBucket", 404)) is ConfigError
+    assert classify(answer("AccessDenied", 403)) is StorageError
+    assert classify(NoCredentialsError()) is ConfigError
+    assert classify(EndpointConnectionError(endpoint_url="http://127.0.0.1:1")) is UnavailableError
+    assert classify(ValueError("not botocore's")) is None
 
 
 def test_s3_store_url_needs_postgres_and_an_s3_url(postgres_url: str) -> None:

@@ -1,6 +1,6 @@
 """Remotes (DESIGN.md §3, §9): push, fetch, pull and clone between a store and a folder or an S3 prefix.
 
-One seam, :class:`~engram.ops.remotes.buckets.Bucket`, with two backends (``dir:///path``, ``s3://bucket/prefix``);
+One seam, :class:`~engram.backends.buckets.Bucket`, with two backends (``dir:///path``, ``s3://bucket/prefix``);
 over it a remote is a chunk store and a ref store like any local backend. Copies send only the chunks the other
 side lacks and move refs last, by compare-and-swap::
 
@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engram.backends.buckets import Bucket, DirBucket, S3Bucket
 from engram.errors import RefNotFoundError
 from engram.objects import Commit
-from engram.ops.remotes.buckets import Bucket, DirBucket, S3Bucket, open_bucket
+from engram.ops.remotes.buckets import open_bucket
 from engram.ops.remotes.config import REMOTES_REF, RemoteConfig, config_file, remote_config
 from engram.ops.remotes.stores import BucketChunkStore, BucketRefStore, Remote, open_remote
 from engram.ops.remotes.sync import (

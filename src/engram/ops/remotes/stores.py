@@ -1,4 +1,4 @@
-"""The chunk store and ref store of a remote, written once over a :class:`~engram.ops.remotes.buckets.Bucket`.
+"""The chunk store and ref store of a remote, written once over a :class:`~engram.backends.buckets.Bucket`.
 
 Layout (the same in a folder and in S3)::
 
@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
 from engram.backends.base import ChunkStore, RefLogEntry, RefStore, now_ms
+from engram.backends.buckets import Bucket
 from engram.errors import StorageError
 from engram.hashing import ID_SIZE, ChunkId
-from engram.ops.remotes.buckets import Bucket, open_bucket
+from engram.ops.remotes.buckets import open_bucket
 
 CHUNKS = "chunks/"
 PACKS = "packs/"
