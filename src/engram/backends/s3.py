@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from engram import runtime
 from engram.backends.base import ChunkStore, now_ms
 from engram.errors import ConfigError, StorageError, UnavailableError
 from engram.hashing import ChunkId
@@ -60,6 +61,16 @@ def shared_client(endpoint: str | None = None, region: str | None = None) -> Any
                 "s3", endpoint_url=endpoint, region_name=region or "us-east-1", config=config
             )
         return found
+
+
+def _close_clients() -> None:
+    with _CLIENTS_LOCK:
+        found = list(_CLIENTS.values())
+        _CLIENTS.clear()
+    runtime.close_each(client for client in found if hasattr(client, "close"))
+
+
+runtime.register("engram.backends.s3.clients", close=_close_clients, reset=_close_clients)
 
 
 class S3ChunkStore(ChunkStore):
