@@ -37,6 +37,7 @@ from engram.errors import (
 from engram.maintenance import FsckReport, GcReport
 from engram.objects import Commit
 from engram.repo import Repository
+from engram.runtime import close_all, reset
 from engram.store import (
     AsyncMemory,
     CommitDetails,
@@ -104,5 +105,7 @@ __all__ = [
     "Version",
     "View",
     "aopen",
+    "close_all",
     "open",
+    "reset",
 ]

@@ -33,6 +33,7 @@ from typing import Any, Literal, TypeVar
 
 import tenacity
 
+from engram import runtime
 from engram.errors import CircuitOpenError, ConfigError, InvalidInputError
 
 __all__ = [
@@ -561,3 +562,21 @@ def _read(state: Callable[[], str]) -> str:
 def _normal(state: Any) -> str:
     text = str(getattr(state, "value", state)).lower().replace("-", "_")
     return text if text in STATES else "unknown"
+
+
+#: The settings of each kind as shipped, which :func:`reset` restores.
+_SHIPPED = dict(DEFAULTS)
+
+
+def _reset() -> None:
+    """Forget every breaker, listener and tracked breaker and restore the shipped settings (:mod:`engram.runtime`'s
+    hook, for tests): clients keep the breakers they hold."""
+    with _LOCK:
+        _REGISTRY.clear()
+        _LISTENERS.clear()
+        _TRACKED.clear()
+        DEFAULTS.clear()
+        DEFAULTS.update(_SHIPPED)
+
+
+runtime.register("engram.breakers", reset=_reset)

@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from engram import runtime
 from engram.backends._pgerrors import psycopg_modules, said, translated
 from engram.errors import ConfigError
 from engram.redaction import redact_url
@@ -86,6 +87,7 @@ MIGRATIONS: tuple[Migration, ...] = (
 
 #: Databases whose schema this process has seen up to date, by URL and the newest migration version checked.
 _MIGRATED: set[tuple[str, int]] = set()
+runtime.register("engram.backends.postgres.migrated", reset=_MIGRATED.clear)
 
 
 def ensure_schema(url: str, migrations: tuple[Migration, ...] = MIGRATIONS) -> list[Migration]:

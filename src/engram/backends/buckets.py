@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from engram import runtime
 from engram.breakers import CircuitBreaker, RetryPolicy, retry_call, s3_transient
 from engram.breakers import breaker as shared_breaker
 from engram.clock import now_ms
@@ -216,6 +217,16 @@ def _walk(base: Path) -> Iterator[Path]:
 
 _CLIENTS: dict[tuple[str | None, str | None], Any] = {}
 _CLIENTS_LOCK = threading.Lock()
+
+
+def _close_clients() -> None:
+    with _CLIENTS_LOCK:
+        found = list(_CLIENTS.values())
+        _CLIENTS.clear()
+    runtime.close_each(client for client in found if hasattr(client, "close"))
+
+
+runtime.register("engram.backends.s3.clients", close=_close_clients, reset=_close_clients)
 
 
 def shared_client(endpoint: str | None = None, region: str | None = None) -> Any:

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from typing import Any, Protocol, TypeVar
 
+from engram import runtime
 from engram.backends._pgerrors import (
     ROLLED_BACK,
     Breaker,
@@ -286,6 +287,20 @@ def shared_database(url: str, repo: str, **options: Any) -> PostgresDatabase:
         else:
             _SHARED[key] = (db, 1)
     return db.view(repo)
+
+
+def _close_shared() -> None:
+    """Close every shared pool and forget them (:mod:`engram.runtime`'s hook): repositories still open on one fail
+    their next call; the next open makes a new pool."""
+    with _SHARED_LOCK:
+        found = [db for db, _ in _SHARED.values()]
+        _SHARED.clear()
+    for db in found:
+        unregister(db._breaker)
+    runtime.close_each(db.pool for db in found)
+
+
+runtime.register("engram.backends.postgres.shared", close=_close_shared, reset=_close_shared)
 
 
 def _release_shared(key: tuple[str, ...]) -> bool:

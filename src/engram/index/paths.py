@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import Any
 
+from engram import runtime
 from engram.errors import InvalidInputError
 
 _TOKEN = re.compile(r"\[(\*|-?\d+)\]|\{([^{}]*)\}|([^.\[\]{}]+)")
@@ -43,6 +44,9 @@ def parse_path(path: str) -> tuple[str | int | tuple[str, ...], ...]:
     if not steps:
         raise InvalidInputError(f"invalid index field path {path!r}")
     return tuple(steps)
+
+
+runtime.register("engram.index.paths", reset=parse_path.cache_clear)
 
 
 def _walk(value: Any, steps: Sequence[str | int | tuple[str, ...]]) -> Iterator[Any]:

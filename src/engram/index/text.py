@@ -7,6 +7,8 @@ from itertools import repeat
 
 import Stemmer
 
+from engram import runtime
+
 # A compact English stop list: function words that carry no topic. Question words are stop words too,
 # since memories are searched with questions ("what did Alice say about ...").
 STOPWORDS = frozenset(
@@ -34,6 +36,7 @@ _stemmer = Stemmer.Stemmer("english")
 KNOWN_MAX = 200_000
 _known: dict[str, str | None] = {}
 _UNKNOWN = object()  # what a lookup of a word not seen yet gives
+runtime.register("engram.index.text.known", reset=_known.clear)
 
 
 def _analyse(word: str) -> str | None:

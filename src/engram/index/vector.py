@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from engram import runtime
 from engram.index.ann import Graph
 
 #: Below this many vectors every query scores every vector (exact; ~4 ms at 20k).
@@ -67,6 +68,18 @@ def _stop_builders() -> None:
 _SEARCHERS: dict[int, tuple[ThreadPoolExecutor, threading.BoundedSemaphore]] = {}
 _SEARCHERS_LOCK = threading.Lock()
 _T = TypeVar("_T")
+
+
+def _stop_searchers() -> None:
+    """Stop the graph-search threads (:mod:`engram.runtime`'s hook); the next search starts new ones."""
+    with _SEARCHERS_LOCK:
+        found = [pool for pool, _ in _SEARCHERS.values()]
+        _SEARCHERS.clear()
+    for pool in found:
+        pool.shutdown(wait=True)
+
+
+runtime.register("engram.index.vector.searchers", close=_stop_searchers, reset=_stop_searchers)
 
 
 def _overlapped(work: Callable[[], _T]) -> Future[_T] | None:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engram import breakers as engram_breakers
+from engram import runtime
 from engram.redaction import redact_url
 from engram.repo import Repository
 from engram.store import Memory
@@ -259,6 +260,18 @@ _lock = threading.Lock()
 _last: list[Readiness] = []
 #: Checks running now: (id of what they check, component) -> (that object, kept alive meanwhile; its future).
 _running: dict[tuple[int, str], tuple[object, Future[Check | None]]] = {}
+
+
+def _forget() -> None:
+    """Forget the last readiness report, the remotes' answers and the running checks (their threads finish
+    on their own): :mod:`engram.runtime`'s hook, for tests."""
+    with _lock:
+        _last.clear()
+        _remote_answers.clear()
+        _running.clear()
+
+
+runtime.register("engram.ops.health", reset=_forget)
 
 
 def _start(owner: object, name: str, work: Callable[[], Check | None]) -> Future[Check | None]:

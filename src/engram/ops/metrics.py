@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any
 import prometheus_client
 from prometheus_client import generate_latest, write_to_textfile
 from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
+from prometheus_client.registry import Collector, CollectorRegistry
 
-from engram import breakers
+from engram import breakers, observe, runtime
 from engram.errors import InvalidInputError
-from engram.observe import backup_succeeded, registry
+from engram.observe import backup_succeeded
 from engram.ops.health import last_readiness
 from engram.redaction import scrub, scrub_value
 from engram.store import Memory
@@ -52,6 +52,23 @@ _lock = threading.Lock()
 _memories: dict[int, tuple[str, weakref.ref[Memory]]] = {}
 _pools: dict[int, weakref.ref[TenantPool]] = {}
 _disks: dict[str, Path] = {}  # label -> path
+
+
+def _forget_tracked() -> None:
+    with _lock:
+        _memories.clear()
+        _pools.clear()
+        _disks.clear()
+
+
+runtime.register("engram.ops.metrics.tracked", reset=_forget_tracked)
+
+
+def registry() -> CollectorRegistry:
+    """The registry every engram metric is on (prometheus-client's default one), with what is computed when
+    scraped (index lag, breakers, disk, readiness) registered on first use."""
+    runtime.default.once("engram.ops.metrics.scrape", _register_scrape)
+    return observe.registry()
 
 
 def exposition() -> bytes:
@@ -93,12 +110,14 @@ breaker_states = breakers.states
 def track_memory(memory: Memory, tenant: str = "default") -> None:
     """Export the index lag of ``memory``'s branches as tenant ``tenant`` (held weakly: a closed and
     forgotten store disappears from the metrics)."""
+    registry()  # what is tracked shows on the default registry from now on
     with _lock:
         _memories[id(memory)] = (tenant, weakref.ref(memory))
 
 
 def track_pool(pool: TenantPool) -> None:
     """Export the index lag of every store open in a tenant pool (the server's; held weakly)."""
+    registry()
     with _lock:
         _pools[id(pool)] = weakref.ref(pool)
 
@@ -144,6 +163,7 @@ def track_disk(path: str | Path, name: str = "store") -> None:
     ``disk=name``: the label never shows the path. Tracking a name again replaces it."""
     if not name:
         raise InvalidInputError("a disk needs a name")
+    registry()
     with _lock:
         _disks[scrub(name)] = Path(path)
 
@@ -215,7 +235,11 @@ def _readiness_metrics() -> Iterator[Metric]:
     yield seconds
 
 
-registry().register(_ScrapeCollector())
+def _register_scrape() -> _ScrapeCollector:
+    found = _ScrapeCollector()
+    observe.registry().register(found)
+    return found
+
 
 __all__ = [
     "BREAKER_STATES",

@@ -12,7 +12,6 @@ API keys ``/readyz`` tells such a caller only whether the server is ready: 200 `
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +26,7 @@ from engram.ops.remotes.config import remote_config
 from engram.ops.shards.health import ShardProbe
 from engram.redaction import scrub, scrub_value
 from engram.repo import Repository
+from engram.runtime import Threads
 from engram.server import schemas as s
 from engram.server.deps import RequestKey, State
 from engram.server.errors import ErrorBody, StrictRoute, error_response
@@ -36,7 +36,7 @@ from engram.store.connect import local_file
 routes = APIRouter(route_class=StrictRoute, tags=["health"])
 #: Threads that answer readiness probes and scrapes, apart from the request threads (which may all be waiting
 #: on a store that is down).
-_THREADS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="engram-readyz")
+_THREADS = Threads("engram-readyz", 2)  # owned by engram.runtime: close_all stops them
 
 
 @dataclass
@@ -84,7 +84,7 @@ def _ops(request: Request) -> _Ops:
 
 async def _check(request: Request) -> Readiness:
     # Its own threads: requests queued on a database that is down must not delay the answer.
-    return await asyncio.get_running_loop().run_in_executor(_THREADS, _ops(request).check)
+    return await asyncio.get_running_loop().run_in_executor(_THREADS.get(), _ops(request).check)
 
 
 @routes.get("/healthz", response_model=None, responses={200: {"model": s.Health}})
@@ -144,7 +144,7 @@ async def metrics_text(request: Request, secret: RequestKey) -> Response:
     who.require("admin")
     who.require_unrestricted("read the metrics")
     await _check(request)
-    body = await asyncio.get_running_loop().run_in_executor(_THREADS, metrics.exposition)
+    body = await asyncio.get_running_loop().run_in_executor(_THREADS.get(), metrics.exposition)
     return Response(body, media_type=metrics.CONTENT_TYPE)
 
 

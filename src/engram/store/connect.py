@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+from engram import runtime
 from engram.backends import ChunkStore, LruChunkStore, MemoryChunkStore, MemoryRefStore, RefStore, open_sqlite
 from engram.backends.sqlite import SqliteDatabase
 from engram.backends.wrappers import CacheCountingChunkStore, MeteredChunkStore, MeteredRefStore
@@ -137,14 +139,16 @@ def s3_chunk_store(url: StoreUrl) -> ChunkStore | None:
 
 #: One health tracker (and connection pool) per Redis URL, shared by every repository cached there.
 _REDIS: dict[str, RedisHealth] = {}
+_REDIS_LOCK = threading.Lock()
 
 
 def _with_redis(chunks: ChunkStore, refs: RefStore, redis_url: str, repo_id: str) -> tuple[ChunkStore, RefStore]:
     from engram.backends.redis import RedisHealth, redis_caches
 
-    health = _REDIS.get(redis_url)
-    if health is None:
-        health = _REDIS[redis_url] = RedisHealth(redis_url)
+    with _REDIS_LOCK:
+        health = _REDIS.get(redis_url)
+        if health is None:
+            health = _REDIS[redis_url] = RedisHealth(redis_url)
     chunks, refs = redis_caches(CacheCountingChunkStore(chunks, "redis", above=False), refs, health, repo=repo_id)
     return CacheCountingChunkStore(chunks, "redis", above=True), refs  # hit ratio at the seam (issue #15)
 
@@ -219,6 +223,18 @@ def shared_vector_cache(path: str | Path) -> VectorCache:
     if found is None:
         found = _VECTOR_FILES.setdefault(key, SqliteVectorCache(SqliteDatabase(key)))
     return found
+
+
+def _close_shared() -> None:
+    """Close and forget the shared Redis clients and vector cache files (:mod:`engram.runtime`'s hook)."""
+    with _REDIS_LOCK:
+        closing: list[Any] = [*_REDIS.values(), *(cache.db for cache in _VECTOR_FILES.values())]
+        _REDIS.clear()
+        _VECTOR_FILES.clear()
+    runtime.close_each(closing)
+
+
+runtime.register("engram.store.connect", close=_close_shared, reset=_close_shared)
 
 
 def open(

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engram import runtime
 from engram.embed import embedder_from_spec
 from engram.embed.base import Embedder, EmbedderMismatchError, embedder_spec
 from engram.errors import ConfigError, RefNotFoundError
@@ -100,6 +101,17 @@ _AUTO: dict[str, Embedder] = {}
 _AUTO_LOCK = threading.Lock()
 
 
+def _forget_embedders() -> None:
+    """Close (where they hold a client) and forget the shared embedders: the next "auto" store loads its own."""
+    with _AUTO_LOCK:
+        made = list(_AUTO.values())
+        _AUTO.clear()
+    runtime.close_each(each for each in made if callable(getattr(each, "close", None)))
+
+
+runtime.register("engram.store.indexing.embedders", close=_forget_embedders, reset=_forget_embedders)
+
+
 def _shared_embedder(spec: str) -> Embedder:
     with _AUTO_LOCK:
         found = _AUTO.get(spec)
@@ -137,6 +149,7 @@ def choose_embedder(repo: Repository, embedder: Embedder | str | None, *, reembe
 # id(repo) -> its pool, for as long as some handle keeps the pool (and so the repository) alive. Keyed
 # by id, not weakly by the repository: a pool refers to its repository, so a weak key would never die.
 _POOLS: weakref.WeakValueDictionary[int, IndexPool] = weakref.WeakValueDictionary()
+runtime.register("engram.store.indexing.pools", reset=_POOLS.clear)
 
 
 class IndexPool:

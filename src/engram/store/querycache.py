@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from engram import observe
+from engram import observe, runtime
 from engram.errors import ConfigError
 from engram.hashing import ChunkId
 from engram.index.engine import NEVER as _NEVER
@@ -322,6 +322,14 @@ class QueryCache:
 
 
 _CACHES: weakref.WeakSet[QueryCache] = weakref.WeakSet()
+
+
+def _forget() -> None:
+    SHARED.clear()
+    _CACHES.clear()
+
+
+runtime.register("engram.store.querycache", reset=_forget)
 
 
 def stats() -> QueryCacheStats:

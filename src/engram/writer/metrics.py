@@ -8,12 +8,13 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.registry import REGISTRY
+
+from engram import runtime
 
 log = logging.getLogger("engram.writer")
 
@@ -42,10 +43,10 @@ class WriterMetrics:
         )
 
 
-@functools.cache
 def default_metrics() -> WriterMetrics:
-    """The metrics on prometheus-client's default registry (created once per process)."""
-    return WriterMetrics()
+    """The metrics on prometheus-client's default registry (created on first use, kept by :mod:`engram.runtime`
+    for the process's life)."""
+    return runtime.default.once("engram.writer.metrics", WriterMetrics)
 
 
 def observe_run(metrics: WriterMetrics, record: dict[str, Any]) -> None:

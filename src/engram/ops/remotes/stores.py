@@ -32,6 +32,7 @@ from engram.backends.buckets import Bucket
 from engram.errors import StorageError
 from engram.hashing import ID_SIZE, ChunkId
 from engram.ops.remotes.buckets import open_bucket
+from engram.runtime import Threads
 
 CHUNKS = "chunks/"
 PACKS = "packs/"
@@ -345,16 +346,12 @@ class BucketChunkStore(ChunkStore):
         self.bucket.close()
 
 
-_READERS: list[ThreadPoolExecutor] = []
-_READERS_LOCK = threading.Lock()
+_READERS = Threads("engram-remote-read", READERS)  # owned by engram.runtime: close_all stops them
 
 
 def _readers() -> ThreadPoolExecutor:
     """The threads that read packs, shared by every remote of the process (started on first use)."""
-    with _READERS_LOCK:
-        if not _READERS:
-            _READERS.append(ThreadPoolExecutor(READERS, thread_name_prefix="engram-remote-read"))
-        return _READERS[0]
+    return _READERS.get()
 
 
 def _slice(pack: Pack, data: bytes, start: int, cids: list[ChunkId]) -> dict[ChunkId, bytes]:
