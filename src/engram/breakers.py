@@ -1,4 +1,4 @@
-"""Circuit breakers and bounded, jittered retries around every remote dependency (issue #15).
+"""Circuit breakers and bounded, jittered retries around every remote dependency.
 
 engram talks to five kinds of remote dependency: PostgreSQL, Redis, S3, an embedding endpoint and a model
 endpoint. Each one is guarded by a :class:`CircuitBreaker` named ``<kind>:<where>`` (``postgresql:db-host/engram``,
@@ -143,8 +143,6 @@ class CircuitBreaker:
         self._opened_at: float | None = None  # wall time the current outage began
         self._trips = 0
 
-    # ------------------------------------------------------------------ state
-
     def _state(self, now: float) -> State:
         if self._until is None:
             return "closed"
@@ -177,8 +175,6 @@ class CircuitBreaker:
                 "reason": self._reason,
                 "trips": self._trips,
             }
-
-    # --------------------------------------------------------------- protocol
 
     def acquire(self) -> bool:
         """Let a caller through, or raise :class:`CircuitOpenError`; True when the caller is the half-open probe."""
@@ -284,8 +280,6 @@ class CircuitBreaker:
         if old != "closed":
             _notify(self.name, old, "closed")
 
-
-# ------------------------------------------------------------------------------------------- registry
 
 #: Every live breaker by its unique name: a breaker lives while a client holds it, then drops out, so a
 #: dependency nothing uses any more never shows in :func:`snapshot`.
@@ -398,9 +392,6 @@ def _notify(name: str, old: str, new: str) -> None:
             log.exception("breaker listener %r failed", listener)
 
 
-# ---------------------------------------------------------------------------------------------- retries
-
-
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """Bounded retries with full-jitter exponential backoff.
@@ -475,8 +466,6 @@ def retry_call(
     )
     return retrying(attempt)
 
-
-# ------------------------------------------------------------------------------------- classification
 
 #: S3 error codes that mean "slow down" or "failing for now": worth another try.
 S3_TRANSIENT_CODES = frozenset(

@@ -187,7 +187,6 @@ class ConfigError(EngramError):
     """A store URL or setting is invalid."""
 
 
-# ---------------------------------------------------------------------- channels (issue #13)
 # Each maps to HTTP by its base class: not found 404, invalid input 422, permission 403, conflict 409.
 
 
@@ -232,7 +231,7 @@ class ChannelArchivedError(ConflictError):
 
 
 class WriterError(EngramError):
-    """The memory writer (issue #14) could not run: its model failed or broke the rules of the tool loop.
+    """The memory writer could not run: its model failed or broke the rules of the tool loop.
 
     Attributes:
         outcome: the run outcome this error records (``model_error``, ``timeout``, ``policy_violation``).

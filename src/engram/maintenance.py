@@ -65,7 +65,7 @@ def iter_reachable(
     ``problems``, missing and corrupt chunks are recorded there instead of raising.
 
     The walk goes wave by wave (each wave: the chunks the last one refers to), reading the next batch of a wave
-    on another thread while this one checks and decodes the current batch (issue #15: a store's reads and
+    on another thread while this one checks and decodes the current batch (a store's reads and
     decompression overlap the hashing). Nodes are decoded from the bytes read (``nodes`` is not consulted)."""
     seen: set[ChunkId] = set()
     wave = list(dict.fromkeys(start))

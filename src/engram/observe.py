@@ -1,4 +1,4 @@
-"""Metric primitives every layer may record into (issue #15): one Prometheus registry for the whole process.
+"""Metric primitives every layer may record into: one Prometheus registry for the whole process.
 
 This is a base-layer module (of engram it imports only :mod:`engram.runtime`), so the storage wrappers, the
 repository and the memory API record here without importing :mod:`engram.ops`; :mod:`engram.ops.metrics` adds

@@ -76,8 +76,6 @@ class Repository:
             if listener is not None:
                 listener(branch)
 
-    # ----------------------------------------------------------------- objects
-
     def init(self, author: str = "engram") -> None:
         """Create branch ``main`` with an empty first commit, unless the repository has branches."""
         if self.refs.list(HEADS):
@@ -118,8 +116,6 @@ class Repository:
         self.chunks.put_many({cid: data})
         observe.commit_written()
         return self.commit(cid)
-
-    # ------------------------------------------------------------------- refs
 
     def branches(self) -> dict[str, ChunkId]:
         """Branch name -> head commit id."""
@@ -249,8 +245,6 @@ class Repository:
             if self.refs.set(HEADS + branch, to, current, actor=author, reason=reason):
                 self._moved(branch)
                 return
-
-    # ---------------------------------------------------------------- writing
 
     #: Seconds a commit may take under contention (waiting its turn, re-applying its edits) before it gives up.
     commit_timeout: float = COMMIT_TIMEOUT
@@ -432,8 +426,6 @@ class Repository:
                 return new
         raise ConflictError(f"branch {branch!r} kept moving during the revert; try again")
 
-    # ---------------------------------------------------------------- history
-
     def iter_first_parents(self, start: ChunkId) -> Iterator[Commit]:
         """Yield ``start`` and its first-parent ancestors, newest first."""
         cid: ChunkId | None = start
@@ -491,8 +483,6 @@ class Repository:
             for pid in self.commit(cid).parents:
                 heapq.heappush(heap, (-self.commit(pid).time, pid, side))
         return None
-
-    # ------------------------------------------------------------ maintenance
 
     def fsck(self, progress: Callable[[int], None] | None = None) -> FsckReport:
         """Check that every chunk reachable from every ref and reflog entry exists and hashes right."""

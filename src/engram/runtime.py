@@ -1,4 +1,4 @@
-"""One owner for engram's process-wide state (issue #27): pools, clients, thread pools, caches, registries.
+"""One owner for engram's process-wide state: pools, clients, thread pools, caches, registries.
 
 A module that keeps something for the whole process (the shared PostgreSQL pools, the Redis clients, the
 embedders made for ``"auto"``, the query cache, the breaker registry, worker threads ...) registers it here once,

@@ -45,7 +45,7 @@ __all__ = [
 
 #: Parallel requests one bucket makes for a batch (S3 round trips dominate; files are cheap either way).
 WORKERS = 16
-#: How S3 requests are retried by default: 5 tries, full-jitter backoff up to 4 s (issue #15).
+#: How S3 requests are retried by default: 5 tries, full-jitter backoff up to 4 s.
 S3_RETRY = RetryPolicy(attempts=5, initial=0.25, maximum=4.0)
 #: Keys one S3 listing request returns (the S3 default and maximum): a listing of ``n`` keys costs ``n / 1000``
 #: round trips.

@@ -77,8 +77,6 @@ class S3ChunkStore(ChunkStore):
         self.workers = workers
         self._pool = self.objects.pool
 
-    # ------------------------------------------------------------------ the seam
-
     def get_many(self, ids: Iterable[ChunkId]) -> dict[ChunkId, bytes]:
         found = self.objects.get_many([cid.hex() for cid in dict.fromkeys(ids)])
         return {bytes.fromhex(key): data for key, data in found.items()}

@@ -211,7 +211,7 @@ class SqliteChunkStore(ChunkStore):
             return
 
         stamp = now_ms()
-        # compressed before taking the lock: writers on several threads compress in parallel (issue #15)
+        # compressed before taking the lock: writers on several threads compress in parallel
         rows = [(cid, packed, stamp, zipped) for cid, (packed, zipped) in ((c, _pack(d)) for c, d in chunks.items())]
 
         def work(conn: sqlite3.Connection) -> None:

@@ -1,6 +1,6 @@
 """Store wrappers: chunk and ref stores that forward to another (the base of layers such as the Redis cache), a
 validating chunk store that re-hashes every chunk, an in-process LRU cache, and metered stores that record every
-operation in :mod:`engram.observe` (issue #15)."""
+operation in :mod:`engram.observe`."""
 
 from __future__ import annotations
 

@@ -96,8 +96,6 @@ class Hub:
         view.memory = memory if memory.system else memory.handle(system=True)
         return view
 
-    # ------------------------------------------------------------------ the write path
-
     def write(self, actor: str, message: str, operation: Callable[[Writer], T]) -> T:
         """Run ``operation`` in one commit as ``actor``; retry it on the new head when another writer won.
 
@@ -116,8 +114,6 @@ class Hub:
                     raise
                 time.sleep(random.uniform(0.0005, 0.002 * (attempt + 1)))
         raise AssertionError("unreachable")  # pragma: no cover
-
-    # ------------------------------------------------------------------ registration
 
     def create_project(self, project: str, *, name: str = "", description: str = "") -> str:
         """Register a project (its id is stable: a name following the channel name rules); return its id."""
@@ -187,8 +183,6 @@ class Hub:
 
         self.write("engram", f"bind key {key_id}", op)
 
-    # ------------------------------------------------------------------ reads
-
     def reader(self, at: Any = None) -> Reader:
         """The memory at ``at`` (a ref, time or commit id), or the live head."""
         return self.memory if at is None else self.memory.at(at)
@@ -229,8 +223,6 @@ class Hub:
         """Every channel, DM and notes channel (no permission applied)."""
         return [Channel.from_value(i.key, i.value) for i in (reader or self.memory).iter_items(layout.CHANNELS)
                 if len(i.namespace) == 2]  # fmt: skip
-
-    # ------------------------------------------------------------------ events
 
     def last_event(self) -> int:
         """The cursor of the newest event (0 when there is none)."""

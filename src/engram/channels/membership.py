@@ -30,8 +30,6 @@ class Membership:
         self.id = agent.id
         self.read_all_notes = read_all_notes
 
-    # ------------------------------------------------------------------ channels
-
     def create_channel(
         self, name: str, *, scope: str = "project", access: Access = "open", description: str = "",
         default: bool = False,
@@ -202,8 +200,6 @@ class Membership:
         return [Member(i.key, found.id, tuple(i.value["capabilities"]), bool(i.value["muted"]), int(i.value["read"]))
                 for i in self.hub.memory.iter_items(layout.members_ns(found.id))]  # fmt: skip
 
-    # ------------------------------------------------------------------ the agent
-
     def list_agents(self) -> list[Agent]:
         """Agents this agent may discover (public ones, its project's, and itself)."""
         mine = self.agent.project
@@ -229,8 +225,6 @@ class Membership:
         self.hub.write(self.id, f"update agent {self.id}", lambda w: self._update_agent(w, **fields))
         self.agent = self.hub.agent(self.id)
         return self.agent
-
-    # ------------------------------------------------------------------ internals
 
     def _needs(self, channel: Channel, capability: str) -> None:
         member = self.member(channel)

@@ -164,8 +164,6 @@ class Messages(Membership):
 
         return self._change(target, "feedback", change, record)
 
-    # ------------------------------------------------------------------ internals
-
     def _readable_id(self, channel: str) -> Channel:
         found = self.hub.channel(channel)
         if not self.can_read(found):

@@ -1,4 +1,4 @@
-"""Commands for channels, messages and notes (issue #13): ``engram channel``, ``engram msg``, ``engram note``.
+"""Commands for channels, messages and notes: ``engram channel``, ``engram msg``, ``engram note``.
 
 One library call each, printed as JSON. The CLI is a local door: ``--as AGENT`` (or ``ENGRAM_AGENT``) names the
 agent that acts, as a server without API keys does.

@@ -1,4 +1,4 @@
-"""``engram doctor``: the readiness report of ``/readyz`` for the store of this invocation (issue #15)."""
+"""``engram doctor``: the readiness report of ``/readyz`` for the store of this invocation."""
 
 from __future__ import annotations
 

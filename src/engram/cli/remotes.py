@@ -69,9 +69,6 @@ def _print_transfer(report: TransferReport, verb: str) -> None:
         err.print(f"  [red]rejected[/red] {escape(name)}: {escape(why)}")
 
 
-# ------------------------------------------------------------------ remote
-
-
 @click.group()
 def remote() -> None:
     """Name the remotes of this store (dir:///path or s3://bucket/prefix?endpoint=...)."""
@@ -111,9 +108,6 @@ def remote_remove(ctx: click.Context, name: str) -> None:
     """Forget a remote (nothing on it is deleted)."""
     _config(ctx).remove(name)
     out.print(f"removed remote {escape(name)}")
-
-
-# ------------------------------------------------------------ push and pull
 
 
 @click.command()
@@ -197,9 +191,6 @@ def clone(ctx: click.Context, url: str, force: bool) -> None:
         config.add("origin", url)
     fetch_remote(repo, source.chunks, source.refs, "origin")  # tracking refs: remotes/origin/<branch>
     _print_transfer(report, "received")
-
-
-# ------------------------------------------------------------------ backup
 
 
 @click.group()

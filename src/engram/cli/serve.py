@@ -122,7 +122,7 @@ def serve(
     config = _config(ctx, keys_file, max_body, max_tenants=max_tenants, index_delay=delay, writer_extractor=extractor,
                      writer_interval=writer_interval, writer_policy=writer_policy, backup_every=backup_every,
                      backup_remote=backup_remote, shard_catalog=shard_catalog)  # fmt: skip
-    config.replicas, config.replica_max_lag = replicas, replica_max_lag  # read replicas (issue #17)
+    config.replicas, config.replica_max_lag = replicas, replica_max_lag  # read replicas
     app = create_app(config)
     app.state.engram.tenants.probe()  # open the store now: a bad --store fails here, with one line
     app.state.engram.tenants.backups()  # and a bad --backup-remote too

@@ -1,4 +1,4 @@
-"""``engram shard``: the shard map of a sharded deployment (library: :mod:`engram.ops.shards`, issue #17).
+"""``engram shard``: the shard map of a sharded deployment (library: :mod:`engram.ops.shards`).
 
 Every subcommand reads the catalog from ``--catalog URL`` or ``ENGRAM_SHARD_CATALOG``. Map changes print the
 tenants they pin (those that now hash to another shard); ``--plan`` prints them without changing anything.

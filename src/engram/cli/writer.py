@@ -1,4 +1,4 @@
-"""``engram writer``: feed conversations to the background memory writer and review its runs (issue #14).
+"""``engram writer``: feed conversations to the background memory writer and review its runs.
 
 The writer's settings (extractor, interval, policy) are options of the group, given on each call; runs happen
 in the command's own process (``append`` runs the writer when the turn makes a run due).

@@ -506,8 +506,6 @@ class DocIndex:
         same = self.ns_ids[:size] == ids[0] if len(ids) == 1 else np.isin(self.ns_ids[:size], ids)
         return same & self.alive[:size]
 
-    # ------------------------------------------------------------------ snapshots
-
     def save(self, path: Path) -> None:
         """Write the index (live documents renumbered densely, their postings and per-slot arrays) to
         ``path``; :meth:`restore` reads it back. Vectors are not copied: the vector cache has them."""

@@ -306,8 +306,6 @@ class KeywordIndex:
         """Share of slots below ``size`` that hold no document."""
         return 1.0 - self.live / self.size if self.size else 0.0
 
-    # ------------------------------------------------------------------ snapshots
-
     def export(self, new_slot: npt.NDArray[np.int64]) -> tuple[list[str], dict[str, npt.NDArray[Any]]]:
         """Live postings renumbered by ``new_slot`` (old slot -> new slot, -1 for dead), as the term
         list and compressed-row arrays that :meth:`load` takes back."""

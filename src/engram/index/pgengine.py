@@ -139,8 +139,6 @@ class PgEngine:
                 f"USING hnsw ((embedding::vector({dim})) vector_cosine_ops) WHERE dim = {dim}"
             )
 
-    # ------------------------------------------------------------------ maintenance
-
     def prepare(self, name: str, old: ChunkId | None, new: ChunkId | None) -> Plan | None:
         """Before a branch moves (no lock held): the rows its index will need, if it is indexed, with their
         embeddings. The index of a branch follows its head, so the plan starts from the old head's tree."""
@@ -365,8 +363,6 @@ class PgEngine:
         self.settler.wrote(len(plan.added))
         rows = self.db.run("SELECT count(*) FROM engram_docs WHERE repo = %s AND branch = %s", (self.db.repo, branch))
         return int(rows[0][0])
-
-    # ------------------------------------------------------------------ search
 
     def query(
         self, branch: str, root: ChunkId, request: Request, now: int, prefilter: PreFilter | None = None

@@ -170,8 +170,6 @@ class PgQuery:
             return self._exact(self.request.text, start)
         return self._ranked(self.request.text, start)
 
-    # ------------------------------------------------------------------ listing
-
     def _listing(self) -> Hits:
         """Newest first, by SQL; the exact filter on the fetched rows, fetching more while it rejects some."""
         request = self.request
@@ -190,8 +188,6 @@ class PgQuery:
             if len(chosen) >= request.limit or len(rows) < fetch:
                 return Hits([self._hit(keys[i]) for i in chosen], "list", request.mode or "list")
             fetch *= 4
-
-    # ------------------------------------------------------------------ ranked
 
     def _planned(self, text: str, head: Start) -> tuple[ModePlan, list[str], keyword.Stats, keyword.Stats]:
         """The mode a ranked search runs in, its terms, the branch's statistics of them (with the past overlay's
@@ -559,8 +555,6 @@ class PgQuery:
             )
             out[wanted] = [float(r[0]) for r in rows]
         return out
-
-    # ------------------------------------------------------------------ records
 
     def _admit(self, keys: list[bytes]) -> Callable[[list[int]], list[bool]] | None:
         """The exact filter over positions of ``keys``, loading their records a batch at a time."""

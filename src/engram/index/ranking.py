@@ -79,9 +79,6 @@ def get_profile(profile: str | Profile) -> Profile:
     return found
 
 
-# ---------------------------------------------------------------------------------------- engine contract
-
-
 @dataclass(frozen=True, slots=True)
 class Request:
     """One search as an engine sees it: plain values (the memory API builds it from a ``SearchOp``).
@@ -156,9 +153,6 @@ def plan_mode(
         if asked == "semantic":
             raise
         return ModePlan("keyword", asked, None, f"embedder unavailable, ran keyword search instead: {exc}")
-
-
-# ---------------------------------------------------------------------------------------- the function
 
 
 @dataclass(frozen=True, slots=True)
@@ -482,9 +476,6 @@ def formula(mode: str, profile: Profile, ideal: float) -> str:
     if profile.recency:
         lines.append(f"recency = 0.5^(age_hours / {profile.half_life_hours:g})")
     return "; ".join(lines)
-
-
-# ---------------------------------------------------------------------------------------- order and paging
 
 
 def best_first(

@@ -230,8 +230,6 @@ class VectorIndex:
         self.unsaved = 0
         self.lock = _PoliteLock()
 
-    # ------------------------------------------------------------------ writes
-
     def set(self, slot: int, vector: npt.NDArray[np.float32]) -> None:
         """Store the vector of a slot."""
         self.set_many(np.array([slot], dtype=np.int64), np.asarray(vector, dtype=np.float32).reshape(1, -1))
@@ -326,8 +324,6 @@ class VectorIndex:
                     out[old] = widened(self._loaded[keys[old]])
             return out
 
-    # ------------------------------------------------------------------ the graph
-
     @property
     def approximate(self) -> bool:
         """True when some vectors are only reachable through the graph (queries are approximate)."""
@@ -406,8 +402,6 @@ class VectorIndex:
         builder = self._builder
         if builder is not None:
             builder.join()
-
-    # ------------------------------------------------------------------ reads
 
     def scores(self, query: npt.NDArray[np.float32], size: int, *, want: int = 100) -> npt.NDArray[np.float32]:
         """Cosine to ``query`` for every slot below ``size``: exact for the tail, and for the ``want``
@@ -499,8 +493,6 @@ class VectorIndex:
             # the graph chooses the nearest; their cosines are computed as every other path computes them
             out[found] = cosines(self.rows(found), query)
             return out, count >= len(graph), in_graph
-
-    # ------------------------------------------------------------------ snapshots
 
     def save_graph(self, path: Path, new_slot: Slots) -> Slots | None:
         """Write the graph to ``path`` and return the slots of its keys renumbered by ``new_slot`` (-1 for

@@ -121,9 +121,6 @@ def _meets(namespace: tuple[str, ...], conditions: Sequence[tuple[str, tuple[str
     return True
 
 
-# ---------------------------------------------------------------- U+0000 in filter values
-
-
 def without_nul(spec: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     """The filter with every comparison to a value holding U+0000 replaced by its answer.
 

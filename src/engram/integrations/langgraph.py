@@ -231,8 +231,6 @@ class EngramStore(BaseStore):
         self._vectors_lock = threading.Lock()
         self._coalescer = Coalescer(self._execute, _written)  # type: ignore[arg-type]
 
-    # ------------------------------------------------------------------ the seam
-
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run LangGraph ops as one batch: reads see the state before it; its writes (and the TTL refreshes its
         reads cause) are one commit."""
@@ -314,8 +312,6 @@ class EngramStore(BaseStore):
     def _omit_expired(self) -> bool:
         return bool((self.ttl_config or {}).get("omit_expired"))
 
-    # ---------------------------------------------------------------- search
-
     def _search(self, reads: Reads, op: SearchOp) -> tuple[list[SearchItem], list[Entry]]:
         """A listing (no query, or an empty one), LangGraph's ranking, or engram's hybrid ranking; returns the
         page and the entries on it (whose TTLs the search may refresh)."""
@@ -347,8 +343,6 @@ class EngramStore(BaseStore):
                 cache = self.memory.pool.cache or MemoryVectorCache()
                 self._vectors = FieldVectors(embedder, cache)
             return self._vectors
-
-    # ------------------------------------------------------------------ TTL
 
     def sweep_ttl(self) -> Swept:
         """Delete expired items now (one commit); return how many (an int that can also be awaited)."""

@@ -1,4 +1,4 @@
-"""MCP tools for channels, messages, notes, feedback, patterns and events (issue #13): one library call each.
+"""MCP tools for channels, messages, notes, feedback, patterns and events: one library call each.
 
 The agent a tool acts as comes from the caller's API key (its handle's author is ``key:<id>``, bound to agents
 with ``Channels.bind_key``); ``agent`` may only pick one of the agents that key is bound to. A local server

@@ -131,8 +131,6 @@ def join(*registries: Registry) -> Registry:
     return joined
 
 
-# ----------------------------------------------------------- argument schemas
-
 _LABELS: dict[str, Any] = {"type": "array", "items": {"type": "string", "minLength": 1}}
 #: The forms of a version, for descriptions.
 REF_HELP = (

@@ -49,8 +49,8 @@ memory_log, memory_diff and memory_history show what changed, when and who wrote
 memory_merge it; memory_revert undoes a commit.\
 """
 
-#: Every tool, by name, in the order clients list them: the memory tools, then the channel tools (issue #13),
-#: then the memory writer's (issue #14).
+#: Every tool, by name, in the order clients list them: the memory tools, then the channel tools,
+#: then the memory writer's.
 TOOLS: Registry = join(MEMORY_TOOLS, CHANNEL_TOOLS, WRITER_TOOLS)
 
 

@@ -39,9 +39,6 @@ from engram.store.serialize import change_json, commit_json, item_json, version_
 MEMORY_TOOLS = Registry()
 
 
-# --------------------------------------------------------------- access guards
-
-
 def _checked(who: Principal, args: dict[str, Any]) -> dict[str, Any]:
     """One item's namespace: it must lie under the caller's prefix."""
     return {**args, "namespace": list(who.check(args["namespace"]))}
@@ -79,9 +76,6 @@ def _on(memory: Memory, branch: str | None, author: str | None = None) -> Memory
     if (branch is None or branch == memory.branch) and author is None:
         return memory
     return memory.handle(branch, author=author)
-
-
-# ---------------------------------------------------------------------- tools
 
 
 @MEMORY_TOOLS.tool(

@@ -1,4 +1,4 @@
-"""MCP tools of the memory writer (issue #14): append turns, look at the writer's state and runs, decide reviews.
+"""MCP tools of the memory writer: append turns, look at the writer's state and runs, decide reviews.
 
 The writer runs with the offline extractor, every 2 completed assistant turns, merging each run (``policy``
 auto); a target is a namespace the caller's key may write (its prefix applies).

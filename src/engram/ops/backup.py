@@ -1,4 +1,4 @@
-"""Backups are pushes, restores are clones, both verified (issue #15, DESIGN.md §3).
+"""Backups are pushes, restores are clones, both verified (DESIGN.md §3).
 
 A backup named ``N`` on a remote is a set of refs ``backups/N/refs/<ref>`` (every branch, tag and store record
 of the store, at the moment of the backup) plus, written last, ``backups/N/manifest``: a commit whose metadata

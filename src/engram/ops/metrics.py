@@ -1,4 +1,4 @@
-"""Prometheus metrics of engram, for the server's ``/metrics`` and for library users (issue #15).
+"""Prometheus metrics of engram, for the server's ``/metrics`` and for library users.
 
 Every metric is on one registry, prometheus-client's default (:func:`registry`): what the storage layer, the
 repository, search, tenants and backups record as they run (:mod:`engram.observe`), the memory writer's own
@@ -95,16 +95,10 @@ def write_textfile(path: str | Path, names: Iterable[str] = ("engram_last_backup
     write_to_textfile(str(path), registry().restricted_registry(wanted))
 
 
-# ---------------------------------------------------------------------------------- circuit breakers
-
-
 #: Breakers are reported by :mod:`engram.breakers`, where they are kept: these names stay for callers of this module.
 track_breaker = breakers.track
 untrack_breaker = breakers.untrack
 breaker_states = breakers.states
-
-
-# ---------------------------------------------------------------------------------- index lag
 
 
 def track_memory(memory: Memory, tenant: str = "default") -> None:
@@ -153,9 +147,6 @@ def _tracked_memories() -> Iterator[tuple[str, Memory]]:
                 yield tenant, leased
             finally:
                 pool.release(tenant)
-
-
-# ---------------------------------------------------------------------------------- disk, readiness
 
 
 def track_disk(path: str | Path, name: str = "store") -> None:

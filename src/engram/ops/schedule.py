@@ -1,4 +1,4 @@
-"""Backups on a schedule (issue #15): ``engram serve --backup-every 24h`` runs :func:`create_backup` in a thread.
+"""Backups on a schedule: ``engram serve --backup-every 24h`` runs :func:`create_backup` in a thread.
 
 The first backup runs one interval after the start, or at once when the newest backup on the remote is older
 than the interval (or there is none): a server restarted every night still backs up daily. A backup that fails

@@ -62,7 +62,7 @@ def store_opener(
     """A function opening a tenant's store for a :class:`TenantPool`: the base store ``store`` itself when
     ``local`` (a server without API keys has one tenant), else the tenant's own repository derived from it
     (:func:`engram.store.tenant_url`). One embedder (loaded on first use) serves every tenant; ``options``
-    go to :func:`engram.open` (``redis``, ``vector_cache`` ...). With a ``router`` (sharding, issue #17) each
+    go to :func:`engram.open` (``redis``, ``vector_cache`` ...). With a ``router`` (sharding) each
     tenant's repository is opened on its shard instead."""
     lock = threading.Lock()
     loaded: list[Embedder | None] = []
@@ -97,7 +97,7 @@ class TenantPool:
         sweep_minutes: delete expired items of every open store this often (None: never).
         index_delay: after a write, bring the written branch's search index up to date this many seconds
             later in a background thread, so the next search does not pay for it (None: at the next search).
-        router: with sharding (issue #17), where tenants live: a tenant's store is reopened once the tenant moved
+        router: with sharding, where tenants live: a tenant's store is reopened once the tenant moved
             to another shard, and the old one closed when the last request holding it releases it.
         writer: builds each tenant's memory writer (:meth:`services`): the door's one writer configuration.
     """
@@ -148,8 +148,6 @@ class TenantPool:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
-
-    # ------------------------------------------------------------------ leases
 
     def acquire(self, tenant: str) -> Memory:
         """The tenant's Memory, opened if needed, held until :meth:`release` (it is not closed meanwhile)."""
@@ -280,8 +278,6 @@ class TenantPool:
         """The tenants whose stores are open, least recently used first."""
         with self._lock:
             return list(self._open)
-
-    # -------------------------------------------------------- background work
 
     def written(self, tenant: str, branch: str) -> None:
         """Note a write to ``branch`` of ``tenant``: its search index is brought up to date shortly after."""

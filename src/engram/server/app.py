@@ -41,7 +41,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        backups = state.tenants.backups()  # --backup-every (issue #15)
+        backups = state.tenants.backups()  # --backup-every
         if backups is not None:
             backups.start()
         yield
@@ -55,22 +55,22 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
         version="1",
         summary="Versioned, searchable memory for AI agents: LangGraph's store API plus history, diff, branches.",
         lifespan=lifespan,
-        docs_url=None,  # served offline by engram.server.ui (issue #16)
+        docs_url=None,  # served offline by engram.server.ui
         redoc_url=None,
     )
     app.state.engram = state
-    app.state.replicas = ReplicaRouter(config, local, shards=state.tenants.router)  # read replicas (issue #17)
+    app.state.replicas = ReplicaRouter(config, local, shards=state.tenants.router)  # read replicas
     install(app, config.max_body)
     app.add_middleware(ConsistencyHeaders)
     app.add_middleware(RefuseAmbiguousLength)  # outermost: before anything reads the body
     _flat(app, items.store_routes)
     _flat(app, items.routes)
     _flat(app, versions.routes)
-    app.include_router(channels.routes)  # issue #13
-    app.include_router(writer.routes)  # issue #14
-    _flat(app, ops.routes)  # health, metrics (issue #15)
-    app.include_router(browse.routes)  # issue #16
-    _flat(app, ui.routes({  # the web UI at / (issue #16)
+    app.include_router(channels.routes)
+    app.include_router(writer.routes)
+    _flat(app, ops.routes)  # health, metrics
+    app.include_router(browse.routes)
+    _flat(app, ui.routes({  # the web UI at /
         "name": "engram", "docs": "/docs", "openapi": "/openapi.json", "health": "/healthz",
         "auth": "none (local)" if local else "API key"}))  # fmt: skip
     return app

@@ -1,4 +1,4 @@
-"""HTTP routes the web UI needs beyond the versioning verbs (issue #16): a paged, filtered timeline and
+"""HTTP routes the web UI needs beyond the versioning verbs: a paged, filtered timeline and
 "who am I" (so a client can hide what its key may not do). Public API like every ``/v1`` route, one library
 call each."""
 

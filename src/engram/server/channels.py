@@ -1,4 +1,4 @@
-"""HTTP routes for channels, messages, notes and events (issue #13): one library call per route.
+"""HTTP routes for channels, messages, notes and events: one library call per route.
 
 The agent a request acts as comes from its API key (``Channels.actor_for_key``): a key bound to one agent
 acts as it; a key bound to several names one with the ``X-Engram-Agent`` header; a server without keys

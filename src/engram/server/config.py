@@ -56,14 +56,14 @@ class ServerConfig:
             #14): ``offline``, ``openai:<model>@<url>`` or None (runs gated); every N completed assistant turns;
             ``auto`` (merge each run) or ``review`` (leave its branch for approve/reject).
         backup_every / backup_remote: back up the served store every so many seconds (None: never) to a remote,
-            by name (``engram remote add``) or URL (issue #15; see :class:`~engram.ops.schedule.BackupSchedule`).
-        shard_catalog: a PostgreSQL URL of a shard catalog (issue #17): each tenant's repository lives on the
+            by name (``engram remote add``) or URL (see :class:`~engram.ops.schedule.BackupSchedule`).
+        shard_catalog: a PostgreSQL URL of a shard catalog: each tenant's repository lives on the
             shard the catalog routes it to, and map changes (moves) are picked up without a restart.
         replicas / replica_max_lag: read replicas (PostgreSQL standbys of a PostgreSQL store; also ``?replica=``
-            in its URL) and the seconds one may lag before reads skip it (issue #17; engram.server.consistency).
+            in its URL) and the seconds one may lag before reads skip it (engram.server.consistency).
         breakers: circuit breaker settings by kind of dependency (``postgresql``, ``redis``, ``embedder``,
             ``model``, ``s3``), e.g. ``{"embedder": {"failure_threshold": 3, "reset_timeout": 10}}``; applied to
-            the whole process when the server starts (:func:`engram.breakers.configure`; issue #15).
+            the whole process when the server starts (:func:`engram.breakers.configure`).
     """
 
     store: str | None = None
@@ -162,7 +162,7 @@ class Tenants:
         try:
             with self.pool.lease(tenant) as memory:
                 outcome = memory.handle(branch, author=author).execute(ops)
-        except TenantMovedError:  # the tenant moved to another shard meanwhile: write there (issue #17)
+        except TenantMovedError:  # the tenant moved to another shard meanwhile: write there
             with self.pool.lease(tenant) as memory:
                 outcome = memory.handle(branch, author=author).execute(ops)
         self.pool.written(tenant, branch)
@@ -191,7 +191,7 @@ class Tenants:
             return None
         if not self.local:
             raise ConfigError("--backup-every backs up a single-store server; with API keys back up each tenant "
-                              "store with `engram backup create` (issue #15)")  # fmt: skip
+                              "store with `engram backup create`")  # fmt: skip
         name = self.config.backup_remote
         url = name if "://" in name else remote_config(self.probe(), self.config.store).url(name)
         open_remote(url)  # a malformed URL fails now, not at the first backup

@@ -1,4 +1,4 @@
-"""Read-your-writes over HTTP: consistency tokens on writes, read replicas for reads (issue #17).
+"""Read-your-writes over HTTP: consistency tokens on writes, read replicas for reads.
 
 Every write answers with the commit it made as a token, ``Engram-Commit: <branch>@<commit id>`` (and
 ``"token"`` in the JSON body of the ``/v1`` writes that return a commit). A read may send tokens back in the same

@@ -63,7 +63,7 @@ class Caller:
     memory: Memory
     branch: str
     tenants: Tenants
-    #: Who serves this request's reads, and where its write's token goes (issue #17: engram.server.consistency).
+    #: Who serves this request's reads, and where its write's token goes (engram.server.consistency).
     served_by: str = "primary"
     request_state: RequestState | None = None
 
@@ -96,7 +96,7 @@ class Caller:
         """A write that makes its own commit (it names an author or message, or is a versioning verb)."""
         done = await run(fn)
         self.tenants.pool.written(self.tenant, branch or self.branch)
-        await note_written(self, branch or self.branch, done)  # the consistency token (issue #17)
+        await note_written(self, branch or self.branch, done)  # the consistency token
         return done
 
 
@@ -130,7 +130,7 @@ def _caller(scope: str) -> Callable[..., AsyncIterator[Caller]]:
             memory = await run_in_threadpool(pool.acquire, who.tenant)
         caller = Caller(who, who.tenant, memory, state.config.branch, state.tenants)
         try:
-            async with routed(request, caller, scope):  # read replicas and consistency tokens (issue #17)
+            async with routed(request, caller, scope):  # read replicas and consistency tokens
                 yield caller
         finally:
             pool.release(who.tenant, memory)

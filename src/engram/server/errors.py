@@ -78,14 +78,14 @@ STATUS: dict[type[EngramError], tuple[int, str]] = {
     IntegrityError: (500, "integrity_error"),
     AuthenticationError: (401, "unauthorized"),
     PermissionDeniedError: (403, "forbidden"),
-    CircuitOpenError: (503, "storage_unavailable"),  # a breaker failing fast (engram.breakers, issue #15)
+    CircuitOpenError: (503, "storage_unavailable"),  # a breaker failing fast (engram.breakers)
     UnavailableError: (503, "storage_unavailable"),
     StorageError: (500, "storage_error"),  # a real backend fault; a dependency that is down is an UnavailableError
     EmbedderError: (503, "embedder_unavailable"),
     ConfigError: (500, "config_error"),
     EngramError: (500, "engram_error"),
 }
-# channels (issue #13): each under its base class's status, with its own code
+# channels: each under its base class's status, with its own code
 STATUS.update({
     errors.ChannelNotFoundError: (404, "channel_not_found"),
     errors.AgentNotFoundError: (404, "agent_not_found"),
@@ -98,7 +98,7 @@ STATUS.update({
     errors.ChannelExistsError: (409, "channel_exists"),
     errors.ChannelArchivedError: (409, "channel_archived"),
 })  # fmt: skip
-# the memory writer (issue #14): a model server that failed is a bad gateway, not the caller's mistake
+# the memory writer: a model server that failed is a bad gateway, not the caller's mistake
 STATUS.update({
     errors.WriterError: (502, "writer_model_error"),
     errors.StaleMemoryError: (409, "stale_memory"),

@@ -53,9 +53,6 @@ def _namespaces(caller: Caller, body: s.ListNamespaces, branch: str | None = Non
     return {"namespaces": [list(ns) for ns in found]}
 
 
-# ------------------------------------------------------------------------- LangGraph store routes
-
-
 @store_routes.put("/items", status_code=204, response_class=Response, responses=s.responses())
 async def put_item(caller: Write, body: s.PutItem) -> Response:
     """Store or replace an item (one commit). Leaving ``ttl`` out uses the store's default TTL."""
@@ -106,9 +103,6 @@ async def search_items(caller: Read, body: s.SearchItems) -> JSONResponse:
 async def list_namespaces(caller: Read, body: s.ListNamespaces) -> dict[str, Any]:
     """List namespaces holding items; ``*`` in ``prefix``/``suffix`` matches any one label."""
     return await run(lambda: _namespaces(caller, body))
-
-
-# ------------------------------------------------------------------------------- /v1 item routes
 
 
 @routes.get("/items", response_model=None, responses=s.responses(s.FullItemOut))

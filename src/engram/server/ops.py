@@ -52,7 +52,7 @@ class _Ops:
         if path is not None:
             metrics.track_disk(path.parent, name="store")
         router, catalog = self.state.tenants.router, self.state.config.shard_catalog
-        #: With a shard catalog: the catalog and every shard are probed too, and decide readiness (issue #17).
+        #: With a shard catalog: the catalog and every shard are probed too, and decide readiness.
         self.essential = {} if router is None or catalog is None else {
             "shards": ShardProbe(catalog, known=lambda: router.map(refresh=False))
         }  # fmt: skip

@@ -44,9 +44,6 @@ class ProfileBody(_Body):
         return Profile(self.similarity, self.confidence, self.recency, self.half_life_hours)
 
 
-# ------------------------------------------------------------------------ LangGraph store bodies
-
-
 class PutItem(_Body):
     """``PUT /store/items``: store (or replace) an item. Leaving ``ttl`` out uses the store's default."""
 
@@ -129,9 +126,6 @@ class NamespacesOut(BaseModel):
     """``POST /store/namespaces`` response."""
 
     namespaces: list[list[str]]
-
-
-# ------------------------------------------------------------------------------- /v1 bodies
 
 
 class WriteItem(PutItem):
@@ -307,9 +301,6 @@ class Health(BaseModel):
 
     status: str
     checks: dict[str, Any] = Field(default_factory=dict)
-
-
-# ------------------------------------------------------------------------------ OpenAPI
 
 
 ERROR_DESCRIPTIONS = {

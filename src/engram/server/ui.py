@@ -1,4 +1,4 @@
-"""The web UI and the offline API docs (issue #16): static pages that call the public ``/v1`` API, nothing else.
+"""The web UI and the offline API docs: static pages that call the public ``/v1`` API, nothing else.
 
 ``/`` serves the UI to a browser (``Accept: text/html``) and the JSON discovery document to every other
 client (also at ``/api``); ``/ui/<file>`` serves the UI's assets (package data of :mod:`engram.ui`);

@@ -1,4 +1,4 @@
-"""HTTP routes of the memory writer (issue #14): conversations in, runs out, reviews decided; one library call each.
+"""HTTP routes of the memory writer: conversations in, runs out, reviews decided; one library call each.
 
 A turn appended with ``POST /v1/conversations/{id}/turns`` runs the writer when it makes a run due, and the
 response carries the run (call it off your app's hot path). The writer's settings are the server's

@@ -180,8 +180,6 @@ class AsyncMemory:
     async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await asyncio.to_thread(partial(fn, *args, **kwargs))
 
-    # ------------------------------------------------------------- batched
-
     @twin(Memory.batch)
     async def abatch(self, ops: Iterable[Op], *, author: str | None = None, message: str | None = None) -> list[Any]:
         if author is not None or message is not None:
@@ -275,8 +273,6 @@ class AsyncMemory:
             _validate.namespace_pattern(prefix), _validate.namespace_pattern(suffix, "suffix"), max_depth, limit, offset
         )
         return (await self.abatch([op]))[0]  # type: ignore[no-any-return]
-
-    # ------------------------------------------------------ in a worker thread
 
     @twin(Memory.count)
     async def acount(self, namespace_prefix: Sequence[str] = ()) -> int:

@@ -150,7 +150,7 @@ def _with_redis(chunks: ChunkStore, refs: RefStore, redis_url: str, repo_id: str
         if health is None:
             health = _REDIS[redis_url] = RedisHealth(redis_url)
     chunks, refs = redis_caches(CacheCountingChunkStore(chunks, "redis", above=False), refs, health, repo=repo_id)
-    return CacheCountingChunkStore(chunks, "redis", above=True), refs  # hit ratio at the seam (issue #15)
+    return CacheCountingChunkStore(chunks, "redis", above=True), refs  # hit ratio at the seam
 
 
 def cache_status(store: Memory | Repository, *, probe: bool = False) -> dict[str, Any] | None:
@@ -169,9 +169,9 @@ _Opened = tuple[Repository, VectorCache, Path | None, Any]
 def _open_postgres(url: StoreUrl, redis: str | None) -> _Opened:
     from engram.backends.postgres import open_postgres  # psycopg is an optional dependency
 
-    s3_chunks = s3_chunk_store(url)  # chunks in S3, refs and indexes in PostgreSQL (issue #17)
+    s3_chunks = s3_chunk_store(url)  # chunks in S3, refs and indexes in PostgreSQL
     pg_chunks, pg_refs = open_postgres(url.conninfo or "", url.repo)
-    # metrics at the seam (issue #15)
+    # metrics at the seam
     chunks: ChunkStore = MeteredChunkStore(s3_chunks or pg_chunks, "s3" if s3_chunks else "postgres")
     refs: RefStore = MeteredRefStore(pg_refs, "postgres")
     if redis or url.redis:

@@ -289,9 +289,6 @@ def _regex_refusal(pattern: str, exc: Exception) -> str:
     return f"invalid $regex {pattern!r} for RE2 (linear-time): {reason}"
 
 
-# ------------------------------------------------------------------ evaluation
-
-
 def matches(node: Filter | None, doc: Mapping[str, Any]) -> bool:
     """True when ``doc`` satisfies the compiled filter (``None`` matches everything)."""
     if node is None:

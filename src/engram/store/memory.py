@@ -90,8 +90,6 @@ class Memory(Reader, Versioned):
         self.ttl_config: TTLConfig = dict(ttl or {})  # type: ignore[assignment]
         self._sweeper: tuple[threading.Thread, threading.Event] | None = None
 
-    # ------------------------------------------------------------------ state
-
     @property
     def branch(self) -> str:
         """The branch this handle reads and writes."""
@@ -191,8 +189,6 @@ class Memory(Reader, Versioned):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # ------------------------------------------------------------------ reads
-
     def get(self, namespace: Sequence[str], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
         """The item at (namespace, key), or None; reading refreshes its TTL (see ``refresh_ttl``)."""
         return self.batch([GetOp(_validate.namespace(namespace), key, refresh_ttl)])[0]  # type: ignore[no-any-return]
@@ -221,7 +217,7 @@ class Memory(Reader, Versioned):
                 namespace_prefix, query, filter=filter, limit=limit, offset=offset, mode=mode, profile=profile,
                 explain=explain, min_score=min_score, stats=stats,
             )  # fmt: skip
-            observe.search_done(past.mode, time.perf_counter() - started)  # metrics (issue #15)
+            observe.search_done(past.mode, time.perf_counter() - started)  # metrics
             return past
         op = SearchOp(
             namespace_prefix,  # type: ignore[arg-type]  # checked once, where the batch runs it
@@ -242,8 +238,6 @@ class Memory(Reader, Versioned):
         """The keyword statistics a search of ``query`` at this branch's head scores with (see
         :meth:`Reader.corpus_stats`)."""
         return _Snapshot(self, self._root()).corpus_stats(query)
-
-    # ----------------------------------------------------------------- writes
 
     def put(
         self,
@@ -311,7 +305,7 @@ class Memory(Reader, Versioned):
                 results[i] = found_items = snapshot._run_search(
                     op if prefix == op.namespace_prefix else replace(op, namespace_prefix=prefix)
                 )
-                observe.search_done(found_items.mode, time.perf_counter() - started)  # metrics (issue #15)
+                observe.search_done(found_items.mode, time.perf_counter() - started)  # metrics
                 if self._refreshes(op.refresh_ttl):
                     for item in found_items:
                         if item.expires_at is None:  # no TTL to refresh: skip the tree read
@@ -391,8 +385,6 @@ class Memory(Reader, Versioned):
         expires = None if ttl is None else now + int(ttl * MINUTE_MS)
         return Record(value, created, now, expires, author, tuple(op.sources), extra)
 
-    # -------------------------------------------------------------------- TTL
-
     def _refreshes(self, asked: bool | None) -> bool:
         if self.read_only:
             return False
@@ -448,8 +440,6 @@ class Memory(Reader, Versioned):
         thread.join(timeout)
         self._sweeper = None
         return not thread.is_alive()
-
-    # ----------------------------------------------------------- transactions
 
     def _outside_transaction(self) -> None:
         if threading.get_ident() in self._in_transaction:

@@ -1,4 +1,4 @@
-"""A cache of search results that is never stale (issue #15).
+"""A cache of search results that is never stale.
 
 A search's results depend only on what it searched (the tree root), what it asked (prefix, query,
 filter, limit, offset, mode, profile, explain, min_score, and the keyword statistics a fan-out passes), how
@@ -204,8 +204,6 @@ class QueryCache:
         self.hits = self.redis_hits = self.misses = self.expired = self.uncacheable = 0
         _CACHES.add(self)
 
-    # ------------------------------------------------------------------ public
-
     def search(self, root: ChunkId, request: SearchOp, now: int, run: Run, context: str) -> SearchResults:
         """The results of ``request`` at ``root`` and time ``now``: from the cache, else ``run(request, now)``.
 
@@ -271,8 +269,6 @@ class QueryCache:
     def clear(self) -> None:
         """Forget every in-process entry of its LRU (Redis entries stay: they are never stale either)."""
         self.lru.clear()
-
-    # --------------------------------------------------------------- internals
 
     def _count(self, name: str) -> None:
         with self._lock:
@@ -367,9 +363,6 @@ def cache_context(pool: _Pool) -> str:
     """How a store searches, as part of a cache key: the engine, the embedder's model and the indexed fields."""
     model = pool.embedder.model_id if pool.embedder is not None else ""
     return json.dumps(["pg" if pool.sql is not None else "local", model, list(pool.fields)], separators=(",", ":"))
-
-
-# ------------------------------------------------------------------ encoding
 
 
 def encode(results: SearchResults) -> bytes:

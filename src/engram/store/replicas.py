@@ -284,8 +284,6 @@ class ReplicatedStore:
         self._lock = threading.Lock()
         self._turn = itertools.count()
 
-    # ------------------------------------------------------------------ tokens and routing
-
     def token(self, branch: str | None = None) -> Token:
         """The token of the primary's head of ``branch`` (default: the primary handle's branch)."""
         name = branch or self.primary.branch
@@ -347,8 +345,6 @@ class ReplicatedStore:
         with self._lock:
             self.served[routed.served_by] += 1
         return routed
-
-    # ------------------------------------------------------------------ lag
 
     def _probe_if_due(self, primary: Memory) -> None:
         if time.monotonic() < self._next_probe or not self._probe_lock.acquire(blocking=False):

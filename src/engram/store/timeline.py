@@ -7,7 +7,7 @@ a parent (those as new as the frontier: a merge made in the same millisecond as 
 costs what page 1 costs, never a walk from the head, and the pages add up to the log exactly. The walk may start
 from every branch's head at once (``all_branches``): the branches' commits together. A page also
 stops after ``max_scan`` commits looked at, so a filter that rarely matches answers quickly with a cursor to
-keep looking, never scanning the whole history in one request (issue #16).
+keep looking, never scanning the whole history in one request.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ Timestamps are UTC milliseconds. An import writes every item in one commit on th
 embeddings made by the same model as the target store's are put in its vector cache, so nothing is
 embedded again.
 
-With history (:func:`export_history`, issue #15) the header says ``"history": true`` and names every branch and
+With history (:func:`export_history`) the header says ``"history": true`` and names every branch and
 tag; then each commit, parents before children, is a line followed by the changes it made to its first parent
 (one item line each, or ``{"namespace", "key", "deleted": true}``)::
 

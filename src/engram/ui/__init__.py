@@ -1,4 +1,4 @@
-"""The web UI's static files (issue #16): plain HTML, CSS and JavaScript modules, no build step.
+"""The web UI's static files: plain HTML, CSS and JavaScript modules, no build step.
 
 The pages call only engram's public HTTP API (``/v1/...``); :mod:`engram.server.ui` serves them at ``/``
 and ``/ui/``. Nothing here is Python logic: this package only locates the files.

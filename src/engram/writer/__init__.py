@@ -1,4 +1,4 @@
-"""The background memory writer (DESIGN.md §8, issue #14): conversations in, reviewed memories out.
+"""The background memory writer (DESIGN.md §8): conversations in, reviewed memories out.
 
 Every ``interval`` completed assistant turns, an extractor turns the turns not yet processed into memory
 actions, committed as one commit on ``writer/<target>/<run id>`` and merged by policy. State, watermark and

@@ -294,8 +294,6 @@ class Workspace:
         self._record("no_new_memories", {"reason": reason}, time.perf_counter(), None, None)
 
 
-# ------------------------------------------------------------------------------------------------- prompting
-
 SYSTEM = (
     "You maintain the long-term memory of an assistant about one subject (a user or a project). From the new "
     "conversation turns, keep durable facts, preferences and decisions: add new ones, update ones that changed "

@@ -107,8 +107,6 @@ class OpenAIExtractor:
         """Close the HTTP client."""
         self._client.close()
 
-    # ----------------------------------------------------------------- HTTP
-
     def _complete(self, messages: list[dict[str, Any]], calls: list[dict[str, Any]]) -> dict[str, Any]:
         """One chat completion, with retries; returns the assistant message."""
         body = {"model": self.model, "messages": messages, "tools": TOOLS, "tool_choice": "auto",
@@ -159,8 +157,6 @@ class OpenAIExtractor:
                     self.breaker.release_probe()
         outcome = "timeout" if timed_out and last.startswith("timeout") else "model_error"
         raise WriterError(f"the model failed after {self.retries + 1} attempts: {last}", outcome)
-
-    # ------------------------------------------------------------- the loop
 
     def extract(self, request: ExtractRequest, workspace: Workspace) -> None:
         """Run the tool loop for one step (see the module docstring)."""

@@ -184,8 +184,6 @@ class Run:
             "conversations": {b.conversation_id: b.range() for b in plan.batches}, "policy": settings.policy_name,
         }  # fmt: skip
 
-    # ------------------------------------------------------------------ steps
-
     def _extract(self, workspace: Workspace) -> None:
         settings, plan = self.settings, self.plan
         chunks = chunk_turns(plan.turns, settings.turn_budget_tokens)
@@ -272,8 +270,6 @@ class Run:
                            message=f"writer: merge run {plan.run_id} into {mem.branch}")  # fmt: skip
         repo.delete_branch(branch, author)
         return "merged", commit, merged.id.hex()
-
-    # -------------------------------------------------------------- the run
 
     def execute(self) -> dict[str, Any]:
         """Run to an outcome, record it in the state (moving the watermark on success), trace a failure."""

@@ -137,8 +137,6 @@ class MemoryWriter:
         view.mem = mem.handle(author=self.author)
         return view
 
-    # ---------------------------------------------------------------- settings
-
     @property
     def author(self) -> str:
         """The author of the writer's commits."""
@@ -183,8 +181,6 @@ class MemoryWriter:
         """What the policy says about a committed run: ``merge``, ``review`` or ``reject``."""
         return decide(self.settings.merge_policy, record, actions)
 
-    # ----------------------------------------------------------- conversations
-
     def start_conversation(
         self,
         conversation_id: str,
@@ -228,8 +224,6 @@ class MemoryWriter:
             return Appended(turn, Decision("waiting", pending=self.lag(header.target)))
         return Appended(turn, self._schedule(header))
 
-    # -------------------------------------------------------------- scheduling
-
     def _skip(self, reason: str, target: str, conversation: str | None = None, pending: int = 0) -> Decision:
         log.info("writer skip: reason=%s target=%s conversation=%s pending=%d", reason, target, conversation, pending)
         self.metrics.skips.labels(reason=reason).inc()
@@ -247,7 +241,7 @@ class MemoryWriter:
             return self._skip("invalid_interval", target, cid)
         if self.extractor is None:
             return self._skip("no_model", target, cid)
-        breaker = getattr(self.extractor, "breaker", None)  # issue #15: a model endpoint known to be down
+        breaker = getattr(self.extractor, "breaker", None)  # a model endpoint known to be down
         if breaker is not None and breaker.state == "open":
             return self._skip("model_unavailable", target, cid)
         return None
@@ -380,8 +374,6 @@ class MemoryWriter:
         """Count a finished run in the metrics and log it (metadata only)."""
         observe_run(self.metrics, record)
 
-    # ------------------------------------------------------------------ reading
-
     def memory_notes(
         self, target: tuple[str, ...], query: str, budget_tokens: int, workspace: Workspace | None = None
     ) -> list[MemoryNote]:
@@ -419,8 +411,6 @@ class MemoryWriter:
         if found is None:
             raise NotFoundError(f"no run {run_id!r} on {target_id(target)!r}")
         return found
-
-    # ------------------------------------------------------------------- review
 
     def _review(self, target: Sequence[str] | str, run_id: str, verdict: str, strategy: Any = "fail") -> dict[str, Any]:
         tid = target_id(target)

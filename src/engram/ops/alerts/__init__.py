@@ -1,4 +1,4 @@
-"""Prometheus alerting rules and an Alertmanager example, shipped with the package (issue #15).
+"""Prometheus alerting rules and an Alertmanager example, shipped with the package.
 
 - :data:`RULES`: ``engram-rules.yml``, the rules file to list under ``rule_files:`` in ``prometheus.yml``
   (error ratio, p99 latency, down / not ready, degraded component, breaker open, backup too old, index lag,

@@ -151,8 +151,6 @@ class BucketChunkStore(ChunkStore):
         self._cache: OrderedDict[str, bytes] = OrderedDict()  # whole packs read lately
         self._cached = 0
 
-    # ---------------------------------------------------------------- listings
-
     def _present(self) -> set[ChunkId]:
         """Every loose chunk id on the remote, from a listing at most LISTING_TTL seconds old (a listing is one
         request per 1,000 objects: a copy's successive questions share one). Chunks only disappear in a sweep,
@@ -184,8 +182,6 @@ class BucketChunkStore(ChunkStore):
         self._packs_at = time.monotonic()
         self._where = {cid: name for name, pack in sorted(packs.items(), key=lambda p: p[1].written)
                        for cid in pack.entries}  # fmt: skip
-
-    # ------------------------------------------------------------------ reads
 
     def get_many(self, ids: Iterable[ChunkId]) -> dict[ChunkId, bytes]:
         wanted = list(dict.fromkeys(ids))
@@ -276,8 +272,6 @@ class BucketChunkStore(ChunkStore):
             present = self.bucket.exists_many(chunk_key(cid) for cid in rest)
             return {cid for cid in rest if chunk_key(cid) not in present}
         return rest - self._present()
-
-    # ----------------------------------------------------------------- writes
 
     def put_many(self, chunks: Mapping[ChunkId, bytes]) -> None:
         items = list(chunks.items())

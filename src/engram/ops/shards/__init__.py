@@ -1,4 +1,4 @@
-"""Scale-out by tenant (issue #17; DESIGN.md §9): a shard map of PostgreSQL databases, rendezvous hashing
+"""Scale-out by tenant (DESIGN.md §9): a shard map of PostgreSQL databases, rendezvous hashing
 from tenant to shard, tenant moves that lose no write, and routing rules that split one tenant's memories
 over several repositories.
 

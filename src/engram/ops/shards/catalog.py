@@ -134,8 +134,6 @@ class ShardCatalog:
         """Close the catalog's connections."""
         self.db.close()
 
-    # ------------------------------------------------------------------ reading
-
     def version(self) -> int:
         """The map's version (one indexed read: what routers poll)."""
         return int(self.db.run("SELECT version FROM engram_shard_map WHERE id = 1")[0][0])
@@ -163,8 +161,6 @@ class ShardCatalog:
     def add_routing_key(self, tenant: str, key: str) -> None:
         """Record that ``tenant`` has a repository for routing key ``key`` (idempotent)."""
         self.db.run("INSERT INTO engram_shard_keys (tenant, key) VALUES (%s, %s) ON CONFLICT DO NOTHING", (tenant, key))
-
-    # ------------------------------------------------------------ changing the map
 
     def set_replicas(self, name: str, urls: Sequence[str]) -> None:
         """Make ``urls`` (PostgreSQL URLs of streaming standbys of the shard's database) shard ``name``'s read
@@ -266,8 +262,6 @@ class ShardCatalog:
             "WHERE tenant = %s AND state = 'moving'",
             (tenant,),
         )
-
-    # ------------------------------------------------------------------- locks
 
     @contextmanager
     def write_gate(self, tenant: str, timeout: float = WRITE_WAIT) -> Iterator[Gate]:

@@ -85,9 +85,6 @@ class _State:
     report: MoveReport = field(default_factory=lambda: MoveReport("", "", ""))
 
 
-# ------------------------------------------------------------------------------------- the map
-
-
 @contextmanager
 def _database(shard: Shard) -> Iterator[PostgresDatabase]:
     ensure_schema(shard.url)
@@ -238,9 +235,6 @@ def rebalance(
     for tenant, (_, home) in misplaced(catalog).items():
         reports.append(move_tenant(catalog, tenant, home, write_wait=write_wait, progress=progress))
     return reports
-
-
-# -------------------------------------------------------------------------------------- moving
 
 
 @contextmanager
@@ -419,9 +413,6 @@ def _verify(src: _Side, dst: _Side) -> None:
     missing = dst.chunks.has_many(set(theirs.values()))
     if missing:
         raise IntegrityError(f"{len(missing)} chunk(s) still missing on the target after the copy; nothing switched")
-
-
-# ------------------------------------------------------------------------------------ old copies
 
 
 def leftovers(catalog: ShardCatalog) -> dict[str, list[str]]:
