@@ -5,6 +5,7 @@ allow-list below, and no import pointing up the layers."""
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -180,4 +181,14 @@ def test_imports_point_down() -> None:
     graph = _graph()
     offenders = [f"{module} imports {target}" for module, targets in sorted(graph.items())
                  for target in sorted(targets) if _layer(target) > _layer(module)]  # fmt: skip
+    assert offenders == []
+
+
+def test_no_section_banner_or_issue_tag_in_source() -> None:
+    """History belongs in the changelog and git; a module's structure shows in its definitions, not in banners."""
+    offenders = []
+    for module, path in sorted(MODULES.items()):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if re.match(r"\s*# ?-{4,}", line) or re.search(r"issue #\d+", line):
+                offenders.append(f"{module}:{number}: {line.strip()}")
     assert offenders == []
