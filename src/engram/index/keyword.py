@@ -302,10 +302,6 @@ class KeywordIndex:
         self._arrays = {}
         self._scored = {}
 
-    def dead_ratio(self) -> float:
-        """Share of slots below ``size`` that hold no document."""
-        return 1.0 - self.live / self.size if self.size else 0.0
-
     def export(self, new_slot: npt.NDArray[np.int64]) -> tuple[list[str], dict[str, npt.NDArray[Any]]]:
         """Live postings renumbered by ``new_slot`` (old slot -> new slot, -1 for dead), as the term
         list and compressed-row arrays that :meth:`load` takes back."""

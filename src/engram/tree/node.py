@@ -35,11 +35,6 @@ class Node:
         self.keys = keys
         self.values = values
 
-    @property
-    def is_leaf(self) -> bool:
-        """True for level-0 nodes, whose values are entry values."""
-        return self.level == 0
-
     def count(self) -> int:
         """Number of leaf entries in this subtree."""
         if self.level == 0:

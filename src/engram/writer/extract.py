@@ -18,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 from engram.errors import InvalidInputError, ItemNotFoundError, StaleMemoryError
 from engram.store import Item, Memory, Transaction
 from engram.writer.conversations import Turn
-from engram.writer.redact import redact, redact_value
+from engram.writer.redact import redact
 
 #: Characters per token in the budget estimate (a conservative average for English and code).
 CHARS_PER_TOKEN = 4
@@ -387,8 +387,3 @@ def render_prompt(
     lines += ["", "New turns:"]
     lines += [render_turn(t) for t in turns]
     return redact("\n".join(lines))
-
-
-def trace_value(value: Any) -> Any:
-    """A value made safe for a trace (redacted)."""
-    return redact_value(value)
