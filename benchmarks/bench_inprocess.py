@@ -161,7 +161,7 @@ def bench_store(n: int, queries: int, tmp: Path, langgraph: bool, build_threads:
     out["load_and_index_cpu_s"] = round(time.process_time() - cpu, 2)  # with the graph thread's start
     out.update(load_s=round(load, 2), index_s=round(index_s, 2), load_per_s=round(n / load),
                searchable_per_s=round(n / (load + index_s)))  # fmt: skip
-    index = mem.pool.head(mem.branch, mem.head.tree)
+    index = mem.pool.current(mem.branch, mem.head.tree)
     assert index.vectors is not None
     out["backlog_after_load"] = index.vectors.backlog
     if hasattr(mem, "index_lag"):
@@ -238,7 +238,7 @@ def search_kept(n: int, queries: int, tmp: Path) -> dict[str, Any]:
     query_texts = [" ".join(t.split()[:4]) for t in sentences(queries, seed=5)]
     mem.search((), query_texts[0], limit=10)
     out: dict[str, Any] = {"n": n, "kept": True, "reopen_first_search_s": round(time.perf_counter() - start, 2)}
-    index = mem.pool.head(mem.branch, mem.head.tree)
+    index = mem.pool.current(mem.branch, mem.head.tree)
     assert index.vectors is not None
     index.vectors.wait()
     for q in query_texts:

@@ -7,7 +7,7 @@ import pytest
 
 import engram
 from engram.index.docs import DocIndex
-from engram.store.ops import PutOp
+from engram.store.operations import PutOp
 
 
 def _rebuilds(monkeypatch: pytest.MonkeyPatch) -> list[int]:

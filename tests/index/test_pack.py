@@ -31,7 +31,7 @@ def test_packed_index_answers_as_an_unpacked_one() -> None:
     packed.pool.pack_after = 100  # before its first index
     load(packed, 0, 300)
     assert answers(packed) == expected
-    index = packed.pool.head(packed.branch, packed.head.tree)
+    index = packed.pool.current(packed.branch, packed.head.tree)
     assert index.keyword._postings == {}  # every posting is in the arrays
     before = packed.head.id
     packed.delete(("notes", "u2"), "n17")
@@ -54,7 +54,7 @@ def test_compaction_keeps_the_vector_graph() -> None:
     mem.pool.ann_min, mem.pool.vector_settings = 300, {"background": False}  # before its first index
     load(mem, 0, 2_500)
     mem.update_index()
-    index = mem.pool.head(mem.branch, mem.head.tree)
+    index = mem.pool.current(mem.branch, mem.head.tree)
     assert index.vectors is not None
     index.vectors.build()
     assert index.vectors.approximate

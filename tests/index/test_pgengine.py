@@ -25,7 +25,7 @@ from engram.embed import HashingEmbedder
 from engram.index import pgengine, pglists, pgquery
 from engram.store import Memory, tenant_url
 from engram.store.indexing import IndexPool
-from engram.store.ops import SearchOp
+from engram.store.operations import SearchOp
 from engram.store.pgsearch import PgSearch
 from engram.store.ranking import Profile
 

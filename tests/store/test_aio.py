@@ -13,7 +13,7 @@ import pytest
 import engram
 from engram.store import tenant_url
 from engram.store.aio import Coalescer, Outcome
-from engram.store.ops import GetOp, Op, PutOp
+from engram.store.operations import GetOp, Op, PutOp
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])

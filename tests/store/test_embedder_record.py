@@ -62,7 +62,7 @@ def test_reindex_with_another_embedder_re_embeds_and_records_it(tmp_path: Path) 
     assert recorded_embedder(mem.repo) == ("hashing:64", HashingEmbedder(64).model_id)
     assert [s for s in seen if s[0] == "index"][-1] == ("index", 30, 30)
     assert [s for s in seen if s[0] == "embed"][-1] == ("embed", 30, 30)
-    index = mem.pool.head(mem.branch, mem.head.tree)
+    index = mem.pool.current(mem.branch, mem.head.tree)
     assert index.vectors is not None and index.vectors.dim == 64
     mem.close()
     engram.open(url, embedder="hashing:64").close()
@@ -100,12 +100,12 @@ def test_large_index_uses_the_graph_and_survives_a_reopen(tmp_path: Path) -> Non
     mem.delete(("docs",), "d1")
     hit = mem.search(("docs",), "document number 17 about topic 2", mode="semantic", limit=3)
     assert hit[0].key == "d17"
-    index = mem.pool.head(mem.branch, mem.head.tree)
+    index = mem.pool.current(mem.branch, mem.head.tree)
     assert index.vectors is not None and index.vectors.approximate
     mem.close()
     assert list((tmp_path / "s.db-index").glob("*.hnsw"))
     again = small_graph(engram.open(url))
-    index = again.pool.head(again.branch, again.head.tree)
+    index = again.pool.current(again.branch, again.head.tree)
     assert index.vectors is not None and index.vectors.approximate and not index.pending
     again.delete(("docs",), "d17")
     keys = [r.key for r in again.search(("docs",), "document number 17 about topic 2", mode="semantic", limit=5)]
@@ -141,7 +141,7 @@ def test_hybrid_search_with_the_graph_searched_in_a_worker_ranks_as_in_one_threa
         return search(self, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Graph, "search", spy)
-    vectors = mem.pool.head(mem.branch, mem.head.tree).vectors
+    vectors = mem.pool.current(mem.branch, mem.head.tree).vectors
     assert vectors is not None
     vectors.gather_max = 100  # the graph answers (not an exact scan of 900 vectors)
 

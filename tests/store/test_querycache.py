@@ -19,7 +19,7 @@ from engram.repo import Repository
 from engram.store import Memory
 from engram.store.indexing import IndexPool
 from engram.store.item import SearchItem, SearchResults
-from engram.store.ops import SearchOp
+from engram.store.operations import SearchOp
 from engram.store.querycache import NEVER, SHARED, QueryCache, decode, encode, stats
 
 NS = ("notes",)

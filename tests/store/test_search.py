@@ -205,7 +205,7 @@ def test_ttl_refresh_on_read_moves_expiry(smem: Memory) -> None:
 
 
 def test_batch_reads_see_state_before_writes(smem: Memory) -> None:
-    from engram.store.ops import GetOp, ListNamespacesOp, PutOp, SearchOp
+    from engram.store.operations import GetOp, ListNamespacesOp, PutOp, SearchOp
 
     smem.put(NS, "x", {"v": 0})
     before = len(smem.log())

@@ -11,7 +11,7 @@ A channel is items under ``("_channels", ...)`` (the layout is in :mod:`engram.c
     me.send("debugging", "ConnectionRefusedError on port 5432", metadata={"type": "debug_start"})
 """
 
-from engram.channels._ops import FEEDBACK_STEP
+from engram.channels._steps import FEEDBACK_STEP
 from engram.channels.actor import Actor
 from engram.channels.model import Agent, Channel, Event, Member, Message, MessageResults, Pattern, Patterns, to_json
 from engram.channels.service import Channels

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Self, TypeVar
 
 from engram.channels import _layout as layout
-from engram.channels._ops import DISCOVERABILITY, DM_POLICIES, MAX_CONTENT, MAX_METADATA, Writer, join
+from engram.channels._steps import DISCOVERABILITY, DM_POLICIES, MAX_CONTENT, MAX_METADATA, Writer, join
 from engram.channels.model import Agent, Channel, Discoverability, DmPolicy, Event
 from engram.errors import (
     AgentNotFoundError,
@@ -26,7 +26,7 @@ from engram.errors import (
     MergeConflictError,
 )
 from engram.store import Memory
-from engram.store.ops import GetOp
+from engram.store.operations import GetOp
 from engram.store.reader import Reader
 from engram.store.system import SERVICE
 

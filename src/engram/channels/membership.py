@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from engram.channels import _layout as layout
-from engram.channels._ops import ACCESS, DISCOVERABILITY, DM_POLICIES, Writer, check_capabilities, check_live, join
+from engram.channels._steps import ACCESS, DISCOVERABILITY, DM_POLICIES, Writer, check_capabilities, check_live, join
 from engram.channels.hub import Hub
 from engram.channels.model import CAPABILITIES, MEMBER_CAPABILITIES, Access, Agent, Channel, Member
 from engram.errors import ChannelExistsError, ChannelNotFoundError, InvalidInputError, NotAMemberError

@@ -6,11 +6,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engram.channels import _layout as layout
-from engram.channels._ops import Writer, change_message, confidence_of, join, post_message
+from engram.channels._steps import Writer, change_message, confidence_of, join, post_message
 from engram.channels.membership import Membership
 from engram.channels.model import Channel, Message
 from engram.errors import DirectMessageBlockedError, InvalidInputError, MessageNotFoundError, NotAMemberError
-from engram.store.ops import GetOp
+from engram.store.operations import GetOp
 
 
 class Messages(Membership):

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engram.channels import _layout as layout
-from engram.channels._ops import Writer, change_message, join, post_message
+from engram.channels._steps import Writer, change_message, join, post_message
 from engram.channels.hub import Hub
 from engram.channels.model import CAPABILITIES, Agent, Channel, Message
 from engram.errors import MessageNotFoundError

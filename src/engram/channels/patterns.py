@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from engram.channels import _layout as layout
-from engram.channels._ops import Writer
+from engram.channels._steps import Writer
 from engram.channels.hub import Hub
 from engram.channels.model import Agent, Message, Pattern, Patterns
 from engram.channels.notes import edit_note, write_note

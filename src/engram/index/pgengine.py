@@ -374,12 +374,12 @@ class PgEngine:
         for attempt in range(2):
             search = PgQuery(self, branch, request, prefilter, now)
             try:
-                with search.snapshot():
+                with search.consistent():
                     start = search.start()
                     current = start is not None and start.root == root and not start.pending
                     if current and start is not None and start.config == (self.model, self.config):
                         self._indexed.add(branch)
-                        return search.run(start)  # on the snapshot its head was read in
+                        return search.run(start)  # on the read view its head was read in
                 if attempt == 0 and self.ensure(branch, root):
                     continue  # the rows reflect ``root`` now: read them again
             except (StorageError, InvalidInputError) as exc:  # down, or refusing data the store holds
@@ -408,11 +408,11 @@ class PgEngine:
             return None
         for _ in range(3):
             search = PgQuery(self, branch, request, prefilter, now, overlay)
-            with search.snapshot():
+            with search.consistent():
                 start = search.start()
                 if start is None:
                     return None
-                if start.root == overlay.base:  # the overlay is the difference from the rows this snapshot reads
+                if start.root == overlay.base:  # the overlay is the difference from the rows this read view reads
                     return search.run(start)
             try:  # a writer moved the head rows since the overlay was made: make it again from them
                 overlay = self._overlay(branch, root)

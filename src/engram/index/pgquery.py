@@ -45,7 +45,7 @@ from engram.index.pglists import CONFIDENT, FRESH, NEWEST, SLACK, VECTOR, Lists,
 from engram.index.pgpast import PastOverlay, with_overlay
 from engram.index.pgrows import counts_of, like_prefix, vector_text
 from engram.index.pgseam import PreFilter, SearchEngine
-from engram.index.pgsnapshot import Session, Start, read_start
+from engram.index.pgsession import Session, Start, read_start
 from engram.index.ranking import (
     KEYWORD_WEIGHT,
     SEMANTIC_WEIGHT,
@@ -154,9 +154,9 @@ class PgQuery:
         terms = query_terms(text) if text is not None and mode != "semantic" else []
         return read_start(self._session, self.params, terms, bool(self.request.prefix))
 
-    def snapshot(self) -> AbstractContextManager[None]:
-        """Run the statements of this search inside on one snapshot (:class:`~engram.index.pgsnapshot.Session`)."""
-        return self._session.snapshot()
+    def consistent(self) -> AbstractContextManager[None]:
+        """Run the statements of this search inside on one read view (:class:`~engram.index.pgsession.Session`)."""
+        return self._session.consistent()
 
     def _run(self, sql: str, params: Any, *, last: bool = False, **options: Any) -> list[tuple[Any, ...]]:
         return self._session.run(sql, params, last=last, **options)
@@ -264,7 +264,7 @@ class PgQuery:
             where.append("d.term_list && %(terms)s::text[]")
         joined, cosine = "", ", NULL::float8"
         # A small scope's statement reads everything the search needs (records and every cosine too) and ends the
-        # snapshot. In a larger one a hybrid search fetches the cosines of the candidates that can still reach the
+        # read view. In a larger one a hybrid search fetches the cosines of the candidates that can still reach the
         # page afterwards (_cosines: most items of a scope score too low by keywords alone).
         small = head.scope is not None and head.scope <= SMALL_SCOPE and not self.extra
         if plan.vector is not None and (plan.mode == "semantic" or small):

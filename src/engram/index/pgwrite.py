@@ -89,7 +89,7 @@ def write(
     docs = length = 0
     if plan.removed:
         # Fresh vectors first, in a statement of their own: if the background mover holds one, this waits for
-        # it, and the next statement's snapshot then sees the vector where the mover put it.
+        # it, and the next statement's read view then sees the vector where the mover put it.
         keys = {"repo": repo, "branch": branch, "keys": plan.removed}
         conn.execute(
             "DELETE FROM engram_doc_vectors_fresh WHERE repo = %(repo)s AND branch = %(branch)s "

@@ -51,7 +51,7 @@ from engram.index.cache import MemoryVectorCache
 from engram.integrations._langgraph_reads import Entry, Reads, without_nul
 from engram.integrations._langgraph_search import DISTANCE_TYPES, DistanceType, FieldVectors, rank
 from engram.objects import Commit
-from engram.store import ops as engram_ops
+from engram.store import operations as engram_ops
 from engram.store.aio import Coalescer, check_put
 from engram.store.connect import open as open_memory
 from engram.store.filters import compile_filter

@@ -31,7 +31,7 @@ from engram.mcp.registry import (
 )
 from engram.ops.access import Principal
 from engram.store import Memory
-from engram.store.ops import NOT_PROVIDED, Mode
+from engram.store.operations import NOT_PROVIDED, Mode
 from engram.store.ranking import PROFILES
 from engram.store.serialize import change_json, commit_json, item_json, version_json
 

@@ -26,7 +26,7 @@ from engram.ops.tenants import MAX_OPEN, TenantPool, store_opener
 from engram.repo import Repository
 from engram.store import Memory, open_repository
 from engram.store.aio import Coalescer
-from engram.store.ops import Op
+from engram.store.operations import Op
 from engram.writer import MemoryWriter, extractor_from_spec
 
 MiB = 1 << 20

@@ -25,7 +25,7 @@ from engram.server.config import ServerConfig, Tenants
 from engram.server.consistency import note_commit, note_written, routed
 from engram.store import Memory
 from engram.store.aio import check_put
-from engram.store.ops import PutOp
+from engram.store.operations import PutOp
 from engram.store.serialize import commit_json
 
 T = TypeVar("T")

@@ -26,7 +26,7 @@ from engram.server.deps import (
 )
 from engram.server.errors import StrictRoute
 from engram.store import SearchResults
-from engram.store.ops import NOT_PROVIDED, PutOp
+from engram.store.operations import NOT_PROVIDED, PutOp
 from engram.store.serialize import item_json, search_json
 
 #: LangGraph's store routes.

@@ -4,7 +4,7 @@ from engram.store.aio import AsyncMemory
 from engram.store.connect import aopen, open, open_repository, tenant_url
 from engram.store.item import CommitDetails, Item, ItemChange, ItemConflict, SearchItem, SearchResults, Version
 from engram.store.memory import Memory, Transaction
-from engram.store.ops import GetOp, ListNamespacesOp, PutOp, SearchOp, TTLConfig
+from engram.store.operations import GetOp, ListNamespacesOp, PutOp, SearchOp, TTLConfig
 from engram.store.ranking import Profile
 from engram.store.view import View
 

@@ -23,7 +23,7 @@ from engram.store import _validate
 from engram.store.indexing import IndexLag
 from engram.store.item import CommitDetails, Item, ItemChange, SearchResults, Version
 from engram.store.memory import Memory
-from engram.store.ops import NOT_PROVIDED, GetOp, ListNamespacesOp, Mode, Op, PutOp, SearchOp
+from engram.store.operations import NOT_PROVIDED, GetOp, ListNamespacesOp, Mode, Op, PutOp, SearchOp
 from engram.store.ranking import Profile
 from engram.store.versioning import Ref, Strategy
 

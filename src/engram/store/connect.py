@@ -21,7 +21,7 @@ from engram.repo import Repository
 from engram.store.aio import AsyncMemory
 from engram.store.indexing import IndexPool, choose_embedder
 from engram.store.memory import Memory
-from engram.store.ops import TTLConfig
+from engram.store.operations import TTLConfig
 from engram.store.querycache import QueryCache
 from engram.store.urls import Kind, StoreUrl, check_tenant, conninfo_of
 

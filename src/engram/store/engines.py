@@ -16,7 +16,7 @@ from engram.index.corpus import CorpusStats, query_terms
 from engram.index.docs import DocIndex, Phases
 from engram.index.engine import Overlay
 from engram.store.item import SearchResults
-from engram.store.ops import SearchOp
+from engram.store.operations import SearchOp
 from engram.store.search import execute
 
 
@@ -39,7 +39,7 @@ class Indexes(Protocol):
         """The branch's index (its lock orders searches and the indexer)."""
         ...
 
-    def head(
+    def current(
         self, branch: str, root: ChunkId, phases: Phases | None = None, *, search: bool = False, embed: bool = True
     ) -> DocIndex:
         """The branch's index brought to its head ``root``."""
@@ -75,7 +75,7 @@ class InProcessSearch:
         self.indexes = indexes
 
     def _at(self, branch: str, root: ChunkId, past: bool) -> tuple[DocIndex, Overlay | None]:
-        return self.indexes.past(branch, root) if past else (self.indexes.head(branch, root, search=True), None)
+        return self.indexes.past(branch, root) if past else (self.indexes.current(branch, root, search=True), None)
 
     def search(self, branch: str, root: ChunkId, request: SearchOp, now: int, *, past: bool) -> SearchResults:
         """See :meth:`SearchEngine.search`."""

@@ -269,7 +269,7 @@ class IndexPool:
             return None  # absent, built differently, or its root was garbage-collected
         return self._searching(found)
 
-    def head(
+    def current(
         self, branch: str, root: ChunkId, phases: Phases | None = None, *, search: bool = False, embed: bool = True
     ) -> DocIndex:
         """The branch's index, synced to ``root`` (its head); saved once enough has changed. For a ``search``
@@ -309,7 +309,7 @@ class IndexPool:
         if self.sql is not None:
             self.sql.ensure(branch, root)
             return False
-        index = self.head(branch, root, embed=False)
+        index = self.current(branch, root, embed=False)
         return index.embed_step()
 
     def flush(self, timeout: float | None = None) -> bool:

@@ -25,7 +25,7 @@ from engram.repo import Repository
 from engram.store import _validate
 from engram.store.indexing import IndexLag, IndexPool
 from engram.store.item import Item, SearchResults
-from engram.store.ops import NOT_PROVIDED, GetOp, ListNamespacesOp, Mode, Op, PutOp, SearchOp, TTLConfig
+from engram.store.operations import NOT_PROVIDED, GetOp, ListNamespacesOp, Mode, Op, PutOp, SearchOp, TTLConfig
 from engram.store.ranking import Profile
 from engram.store.reader import Reader
 from engram.store.versioning import Ref, Versioned, item_conflicts
@@ -37,7 +37,7 @@ MINUTE_MS = 60_000
 REFRESH_SHARE = 0.1
 
 
-class _Snapshot(Reader):
+class _AtRoot(Reader):
     """Reads at a fixed root (the state a batch's reads see)."""
 
     def __init__(self, memory: Memory, root: ChunkId) -> None:
@@ -121,7 +121,7 @@ class Memory(Reader, Versioned):
         root = self._root()
         if self.pool.sql is not None and self.pool.sql.ensure(self._branch, root):
             return
-        self.pool.head(self._branch, root, phases)
+        self.pool.current(self._branch, root, phases)
 
     def index_lag(self, branch: str | None = None) -> IndexLag:
         """How far the search index of ``branch`` (this handle's by default) is behind its head: commits not
@@ -237,7 +237,7 @@ class Memory(Reader, Versioned):
     def corpus_stats(self, query: str) -> CorpusStats:
         """The keyword statistics a search of ``query`` at this branch's head scores with (see
         :meth:`Reader.corpus_stats`)."""
-        return _Snapshot(self, self._root()).corpus_stats(query)
+        return _AtRoot(self, self._root()).corpus_stats(query)
 
     def put(
         self,
@@ -280,7 +280,7 @@ class Memory(Reader, Versioned):
         ops = list(ops)
         _validate.provenance(author, message, (s for op in ops if isinstance(op, PutOp) for s in op.sources))
         root = self._root()
-        snapshot = _Snapshot(self, root)
+        snapshot = _AtRoot(self, root)
         now = now_ms()
         results: list[Any] = [None] * len(ops)
         writes: dict[bytes, PutOp] = {}
@@ -405,7 +405,7 @@ class Memory(Reader, Versioned):
 
     def sweep_expired(self) -> int:
         """Delete every expired item in one commit; return how many."""
-        index = self.pool.head(self._branch, self._root())
+        index = self.pool.current(self._branch, self._root())
         now = now_ms()
         with index.lock:
             size = index.size

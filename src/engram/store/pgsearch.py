@@ -16,7 +16,7 @@ from engram.index.pgengine import EXACT_BELOW, SEARCH_MIGRATIONS, PgEngine, has_
 from engram.index.pgseam import PreFilter
 from engram.store.filters import And, Compare, Filter, Nor, Not, Or, compile_filter
 from engram.store.item import SearchResults
-from engram.store.ops import SearchOp
+from engram.store.operations import SearchOp
 from engram.store.search import engine_request, results
 
 

@@ -47,7 +47,7 @@ from engram.hashing import ChunkId
 from engram.index.engine import NEVER as _NEVER
 from engram.index.ranking import get_profile
 from engram.store.item import SearchItem, SearchResults
-from engram.store.ops import SearchOp
+from engram.store.operations import SearchOp
 from engram.store.search import check
 
 if TYPE_CHECKING:

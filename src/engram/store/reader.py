@@ -17,7 +17,7 @@ from engram.store import _validate
 from engram.store import system as sysns
 from engram.store.indexing import IndexPool
 from engram.store.item import Item, SearchResults
-from engram.store.ops import Mode, SearchOp
+from engram.store.operations import Mode, SearchOp
 from engram.store.querycache import for_pool
 from engram.store.ranking import Profile
 from engram.tree import count, get, iter_entries

@@ -44,7 +44,7 @@ from engram.store.connect import open as open_store
 from engram.store.connect import s3_chunk_store
 from engram.store.indexing import IndexPool
 from engram.store.memory import Memory
-from engram.store.ops import GetOp, Op, SearchOp
+from engram.store.operations import GetOp, Op, SearchOp
 from engram.store.urls import StoreUrl, conninfo_of, is_postgres
 
 __all__ = ["Replica", "ReplicaMemory", "ReplicatedStore", "Routed", "Token", "open_replicated", "parse_tokens"]

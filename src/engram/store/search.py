@@ -19,7 +19,7 @@ from engram.index.ranking import KEYWORD_WEIGHT, PROFILES, Hits, Request, get_pr
 from engram.objects import Record
 from engram.store.filters import compile_filter, matches
 from engram.store.item import Item, SearchItem, SearchResults
-from engram.store.ops import SearchOp
+from engram.store.operations import SearchOp
 
 MODES = ("hybrid", "semantic", "keyword")
 

@@ -46,7 +46,7 @@ from engram.objects import Commit
 from engram.ops.shards.router import ShardRouter
 from engram.store import Memory
 from engram.store.item import Item, SearchItem, SearchResults
-from engram.store.ops import Mode
+from engram.store.operations import Mode
 from engram.store.ranking import Profile
 from engram.store.view import View
 

@@ -1,10 +1,10 @@
-"""What a PostgreSQL search reads first, and the one snapshot it reads everything on.
+"""What a PostgreSQL search reads first, and the one read view it reads everything on.
 
 A search's first statement (:func:`read_start`) reads the branch's index head with the query terms' statistics and
 the size of its scope. Every statement of the search then runs in one read-only ``REPEATABLE READ`` transaction on
 one connection (:class:`Session`), so a writer moving the branch meanwhile changes nothing it reads: its head, lists,
 rows and records are of one version. The ``BEGIN`` goes with the first statement and the ``COMMIT`` may go with the
-last, pipelined, so the snapshot costs no round trip of its own.
+last, pipelined, so the read view costs no round trip of its own.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class Start:
 
 
 class Session:
-    """The statements of one search: on one snapshot inside :meth:`snapshot`, else each on a pooled connection."""
+    """The statements of one search: on one read view inside :meth:`consistent`, else each on a pooled connection."""
 
     def __init__(self, db: PostgresDatabase) -> None:
         self.db = db
@@ -63,8 +63,8 @@ class Session:
         self._ended = False  # the COMMIT went with a last statement
 
     @contextmanager
-    def snapshot(self) -> Iterator[None]:
-        """Run the statements issued inside on one connection and one snapshot."""
+    def consistent(self) -> Iterator[None]:
+        """Run the statements issued inside on one connection and one read view."""
         with self.db.connection() as conn:
             self._conn, self._begin, self._ended = conn, True, False
             try:
@@ -80,7 +80,7 @@ class Session:
                 conn.execute("COMMIT")
 
     def run(self, sql: str, params: Any, *, last: bool = False, **options: Any) -> list[tuple[Any, ...]]:
-        """One statement's rows, on the snapshot when there is one: the first statement goes with the BEGIN, and
+        """One statement's rows, on the read view when there is one: the first statement goes with the BEGIN, and
         the ``last`` with the COMMIT, in one round trip each (pipelined)."""
         conn = self._conn
         if conn is None or (not self._begin and not last) or self._ended:
@@ -97,7 +97,7 @@ class Session:
             return list(cursor.fetchall()) if cursor.description is not None else []
 
     def begin_on(self, conn: Any) -> None:
-        """Queue the snapshot's BEGIN on ``conn`` if it is the snapshot's and the BEGIN has not gone yet (a caller
+        """Queue the read view's BEGIN on ``conn`` if it is the read view's and the BEGIN has not gone yet (a caller
         pipelining statements of its own sends it with them)."""
         if conn is self._conn and self._begin:
             conn.execute(_BEGIN)
@@ -105,7 +105,7 @@ class Session:
 
     @contextmanager
     def connection(self) -> Iterator[Any]:
-        """The snapshot's connection, or a pooled one."""
+        """The read view's connection, or a pooled one."""
         if self._conn is not None:
             yield self._conn
             return
