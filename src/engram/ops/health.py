@@ -31,6 +31,7 @@ from typing import Any
 
 from engram import breakers as engram_breakers
 from engram import runtime
+from engram.breakers import RetryPolicy
 from engram.redaction import redact_url
 from engram.repo import Repository
 from engram.store import Memory
@@ -209,7 +210,7 @@ def _probe_remote(url: str) -> Check:
 def _read_head(url: str) -> None:
     from engram.ops.remotes.stores import open_remote  # boto3 is imported only by stores that need it
 
-    remote = open_remote(url)
+    remote = open_remote(url, retry=ONE_TRY)  # a probe measures the remote: it does not retry
     try:
         remote.refs.get("heads/main")
     finally:
@@ -256,6 +257,8 @@ def _remote_check(url: str) -> Future[Check | None]:
     return _start(_REMOTES, url, probe)
 
 
+#: A readiness probe tries once: retries belong to work, and a probe's answer is whether the remote answers now.
+ONE_TRY = RetryPolicy(attempts=1)
 _lock = threading.Lock()
 _last: list[Readiness] = []
 #: Checks running now: (id of what they check, component) -> (that object, kept alive meanwhile; its future).

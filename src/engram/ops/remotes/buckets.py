@@ -9,14 +9,16 @@ from __future__ import annotations
 from urllib.parse import parse_qsl, urlsplit
 
 from engram.backends.buckets import S3_RETRY, WORKERS, Bucket, DirBucket, S3Bucket
+from engram.breakers import RetryPolicy
 from engram.errors import ConfigError
 from engram.redaction import redact_url
 
 __all__ = ["S3_RETRY", "WORKERS", "Bucket", "DirBucket", "S3Bucket", "open_bucket"]
 
 
-def open_bucket(url: str) -> Bucket:
-    """The bucket of a remote URL: ``dir:///path`` (or a plain path) or ``s3://bucket/prefix?endpoint=...``.
+def open_bucket(url: str, *, retry: RetryPolicy | None = None) -> Bucket:
+    """The bucket of a remote URL: ``dir:///path`` (or a plain path) or ``s3://bucket/prefix?endpoint=...``
+    (``retry``: how an S3 bucket retries transient failures; default the remotes' policy, ``S3_RETRY``).
 
     A URL that carries a credential (a password, a secret query parameter) is refused: S3 credentials come from
     boto3's chain, and a URL is shown in messages, ``/readyz`` and the names of circuit breakers."""
@@ -41,7 +43,8 @@ def open_bucket(url: str) -> Bucket:
         unknown = set(options) - {"endpoint", "region"}
         if unknown:
             raise ConfigError(f"unknown option(s) {', '.join(sorted(unknown))} in {url!r}: endpoint, region")
-        return S3Bucket(parts.netloc, parts.path, endpoint=options.get("endpoint"), region=options.get("region"))
+        return S3Bucket(parts.netloc, parts.path, endpoint=options.get("endpoint"), region=options.get("region"),
+                        retry=retry)  # fmt: skip
     if parts.scheme == "" and url:
         return DirBucket(url)
     raise ConfigError(f"unsupported remote URL {url!r}: use dir:///path or s3://bucket/prefix")

@@ -29,6 +29,7 @@ from urllib.parse import quote, unquote
 
 from engram.backends.base import ChunkStore, RefLogEntry, RefStore, now_ms
 from engram.backends.buckets import Bucket
+from engram.breakers import RetryPolicy
 from engram.errors import StorageError
 from engram.hashing import ID_SIZE, ChunkId
 from engram.ops.remotes.buckets import open_bucket
@@ -473,7 +474,8 @@ class Remote:
         self.chunks.close()
 
 
-def open_remote(url: str) -> Remote:
-    """Open the remote at ``url`` (``dir:///path`` or ``s3://bucket/prefix?endpoint=...``); nothing is written."""
-    bucket = open_bucket(url)
+def open_remote(url: str, *, retry: RetryPolicy | None = None) -> Remote:
+    """Open the remote at ``url`` (``dir:///path`` or ``s3://bucket/prefix?endpoint=...``); nothing is written.
+    ``retry``: how transient failures are retried (default the remotes' policy; a health probe tries once)."""
+    bucket = open_bucket(url, retry=retry)
     return Remote(url, BucketChunkStore(bucket), BucketRefStore(bucket))
