@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+import engram
 from engram.ops import health
 from engram.ops.health import Check
 from engram.ops.remotes import remote_config
@@ -40,6 +41,7 @@ def no_aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    engram.reset()  # the process's shared S3 clients keep the credentials they were made with: make new ones
 
 
 def _remotes(tmp_path: Path) -> dict[str, str]:

@@ -243,7 +243,8 @@ def shared_client(endpoint: str | None = None, region: str | None = None) -> Any
                 raise ConfigError("S3 needs boto3: pip install 'engram[s3]'") from None
             config = Config(retries={"max_attempts": 1, "mode": "standard"}, max_pool_connections=4 * WORKERS,
                             connect_timeout=5, read_timeout=30)  # fmt: skip
-            found = _CLIENTS[(endpoint, region)] = boto3.client(
+            # a session of its own: credentials are resolved now, not cached by boto3's default session
+            found = _CLIENTS[(endpoint, region)] = boto3.session.Session().client(
                 "s3", endpoint_url=endpoint, region_name=region or "us-east-1", config=config
             )
         return found
