@@ -72,3 +72,15 @@ def test_writer_routes_follow_the_key_scopes(keyed: Keyed) -> None:
     assert client.get("/v1/writer/users.alice/status", headers=reader).json()["pending_turns"] == 0
     other = make_key("globex", "read")
     assert client.get("/v1/writer/users.alice/runs", headers=other).json()["runs"] == []  # another tenant's store
+
+
+def test_a_retried_turn_is_stored_once_and_a_changed_one_is_a_conflict(tmp_path: Path) -> None:
+    with TestClient(create_app(ServerConfig(store=str(tmp_path / "s"), embedder="hashing"))) as client:
+        _converse(client)
+        retry = {"role": "assistant", "text": "Great.", "message_id": "m4"}
+        again = client.post("/v1/conversations/chat-1/turns", json=retry)
+        assert again.status_code == 200 and again.json()["turn"]["seq"] == 4  # the turn stored the first time
+        changed = client.post("/v1/conversations/chat-1/turns", json={**retry, "text": "Something else."})
+        error_of(changed, 409)
+        status = client.get("/v1/writer/users.alice/status").json()
+        assert status["pending_turns"] == 0  # the retry made no new turn to extract from

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import engram
-from engram.errors import PermissionDeniedError
+from engram.errors import ConflictError, PermissionDeniedError
 from engram.writer import MemoryWriter, OfflineExtractor
 from engram.writer.conversations import LEGACY_NAMESPACE, META, NAMESPACE
 
@@ -39,3 +39,18 @@ def test_a_conversation_written_before_stays_where_it_is() -> None:
     assert writer.conversations.require("old").turns == 2
     assert [t.text for t in writer.conversations.turns("old", 1, 2)] == ["I live in Lyon.", "Noted."]
     assert talk.get((NAMESPACE, "old"), META) is None
+
+
+def test_an_append_sent_again_with_its_message_id_is_stored_once() -> None:
+    mem = engram.open(":memory:", embedder="hashing")
+    writer = MemoryWriter(mem, extractor=OfflineExtractor(), background=False)
+    writer.start_conversation("c1", ("users", "alice"))
+    first = writer.append("c1", "user", "I live in Lyon.", message_id="m-1")
+    again = writer.append("c1", "user", "I live in Lyon.", message_id="m-1")  # the client's retry
+    assert again.turn == first.turn
+    assert writer.conversations.require("c1").turns == 1
+    with pytest.raises(ConflictError, match="m-1"):
+        writer.append("c1", "user", "I live in Paris.", message_id="m-1")
+    assert writer.conversations.require("c1").turns == 1
+    writer.append("c1", "user", "I live in Lyon.", message_id="m-2")  # another id: another turn
+    assert writer.conversations.require("c1").turns == 2

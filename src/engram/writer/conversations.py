@@ -128,6 +128,11 @@ def _turn_key(seq: int) -> str:
     return f"t{seq:09d}"
 
 
+def _id_key(message_id: str) -> str:
+    """The item recording which turn a client's message id was stored as (a retry finds it)."""
+    return f"id:{message_id}"
+
+
 class ConversationLog:
     """Conversations and their turns, stored as items on one branch of a memory store."""
 
@@ -203,7 +208,11 @@ class ConversationLog:
         tool_calls: Sequence[Mapping[str, Any]] = (),
         name: str | None = None,
     ) -> tuple[Conversation, Turn]:
-        """Append a turn (its text redacted) and return the updated header and the turn: one commit."""
+        """Append a turn (its text redacted) and return the updated header and the turn: one commit.
+
+        A turn sent again with the same ``message_id`` (a client's retry) is not stored twice: the turn stored the
+        first time is returned and nothing is written; the same id with another role, text or status is a
+        :class:`ConflictError`."""
         ns = self._ns(conversation_id)
         if role not in ROLES:
             raise InvalidInputError(f"invalid role {role!r}: one of {', '.join(ROLES)}")
@@ -217,6 +226,9 @@ class ConversationLog:
         clean = redact(text)
         for _ in range(100):
             header = self.require(conversation_id)
+            sent = None if message_id is None else self.mem.get(ns, _id_key(message_id), refresh_ttl=False)
+            if sent is not None:  # a retry of a turn already stored: nothing to write
+                return header, self._same(ns, int(sent.value["seq"]), (role, clean, status), message_id)
             seq = header.turns + 1
             turn = Turn(
                 conversation_id, seq, role, clean, message_id or f"{conversation_id}:{seq}", status, calls, name,
@@ -234,10 +246,24 @@ class ConversationLog:
                         continue
                     tx.put(ns, META, updated.dict(), index=False)
                     tx.put(ns, _turn_key(seq), turn.dict(), index=False, sources=(turn.message_id,))
+                    if message_id is not None:
+                        tx.put(ns, _id_key(message_id), {"seq": seq}, index=False)
             except ConflictError:
                 continue
             return updated, turn
         raise ConflictError(f"could not append to conversation {conversation_id!r}: too many concurrent appends")
+
+    def _same(self, ns: tuple[str, str], seq: int, sent: tuple[str, str, str], message_id: str | None) -> Turn:
+        """The stored turn ``seq`` when ``sent`` (role, redacted text, status) is that turn sent again, else
+        :class:`ConflictError`."""
+        item = self.mem.get(ns, _turn_key(seq), refresh_ttl=False)
+        stored = None if item is None else Turn.from_dict(item.value)
+        if stored is None or (stored.role, stored.text, stored.status) != sent:
+            raise ConflictError(
+                f"message id {message_id!r} was appended to conversation {ns[1]!r} as turn {seq} with another role, "
+                "text or status: a retry sends the same turn (or a new message id)"
+            )
+        return stored
 
     def turns(self, conversation_id: str, first: int, last: int) -> list[Turn]:
         """Turns ``first..last`` (inclusive, by seq) that exist, in order."""
