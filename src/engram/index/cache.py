@@ -12,16 +12,14 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from engram.backends.postgres import ASYNC_COMMIT, PostgresDatabase
 from engram.backends.sqlite import SqliteDatabase
 from engram.embed.base import Embedder
-
-if TYPE_CHECKING:
-    from engram.backends.postgres import PostgresDatabase
 
 
 def text_hash(text: str) -> bytes:
@@ -153,8 +151,6 @@ class PostgresVectorCache:
     def put_many(self, model: str, vectors: Mapping[bytes, bytes]) -> None:
         """Store vectors in one statement whose commit does not wait for a log flush (derived data: a crash
         can only lose vectors to embed again; see :data:`~engram.backends.postgres.ASYNC_COMMIT`)."""
-        from engram.backends.postgres import ASYNC_COMMIT  # here: in-process users never load the backend
-
         if vectors:
             self.db.run(
                 "INSERT INTO engram_vectors (repo, model, text_hash, vector) "

@@ -32,6 +32,7 @@ from typing import Any
 from engram import breakers as engram_breakers
 from engram import runtime
 from engram.breakers import RetryPolicy
+from engram.ops.remotes.stores import open_remote
 from engram.redaction import redact_url
 from engram.repo import Repository
 from engram.store import Memory
@@ -208,8 +209,6 @@ def _probe_remote(url: str) -> Check:
 
 
 def _read_head(url: str) -> None:
-    from engram.ops.remotes.stores import open_remote  # boto3 is imported only by stores that need it
-
     remote = open_remote(url, retry=ONE_TRY)  # a probe measures the remote: it does not retry
     try:
         remote.refs.get("heads/main")

@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from engram import runtime
 from engram.backends import ChunkStore, LruChunkStore, MemoryChunkStore, MemoryRefStore, RefStore, open_sqlite
+from engram.backends.postgres import MIGRATIONS, PostgresDatabase, open_postgres, schema_version
+from engram.backends.postgres import migrate as run_migrations
+from engram.backends.s3 import S3ChunkStore
 from engram.backends.sqlite import SqliteDatabase
 from engram.backends.wrappers import CacheCountingChunkStore, MeteredChunkStore, MeteredRefStore
 from engram.embed import Embedder
@@ -93,9 +96,7 @@ class MigrationReport:
 def migrate(url: str) -> MigrationReport:
     """Create or upgrade engram's schema in the PostgreSQL database at ``url`` (safe to run again; concurrent
     runs wait for each other): the core tables, and the search tables when the server has pgvector."""
-    from engram.backends.postgres import PostgresDatabase
-    from engram.backends.postgres import migrate as run_migrations
-    from engram.store.pgsearch import SEARCH_MIGRATIONS, has_pgvector
+    from engram.store.pgsearch import SEARCH_MIGRATIONS, has_pgvector  # the search engine's modules: PostgreSQL only
 
     conninfo = conninfo_of(url)
     applied = run_migrations(conninfo)
@@ -112,8 +113,7 @@ def migrate(url: str) -> MigrationReport:
 def schema_status(url: str) -> dict[str, tuple[int, int]]:
     """``{"core": (database version, this engram's), "search": (...)}`` for the PostgreSQL database at ``url``
     (version 0: not created)."""
-    from engram.backends.postgres import MIGRATIONS, schema_version
-    from engram.store.pgsearch import SEARCH_MIGRATIONS
+    from engram.store.pgsearch import SEARCH_MIGRATIONS  # the search engine's modules: PostgreSQL only
 
     conninfo = conninfo_of(url)
     return {
@@ -131,8 +131,6 @@ def s3_chunk_store(url: StoreUrl) -> ChunkStore | None:
     """The S3 chunk store a PostgreSQL store URL names (``?chunks=s3://bucket/prefix``), or None."""
     if url.chunks is None:
         return None
-    from engram.backends.s3 import S3ChunkStore  # boto3 is an optional dependency
-
     where = url.chunks
     return S3ChunkStore(where.bucket, where.prefix, url.repo, endpoint=where.endpoint, region=where.region)
 
@@ -167,8 +165,6 @@ _Opened = tuple[Repository, VectorCache, Path | None, Any]
 
 
 def _open_postgres(url: StoreUrl, redis: str | None) -> _Opened:
-    from engram.backends.postgres import open_postgres  # psycopg is an optional dependency
-
     s3_chunks = s3_chunk_store(url)  # chunks in S3, refs and indexes in PostgreSQL
     pg_chunks, pg_refs = open_postgres(url.conninfo or "", url.repo)
     # metrics at the seam

@@ -134,10 +134,7 @@ class Reader:
     def _ranges(self, prefix: tuple[str, ...]) -> list[tuple[bytes, bytes]]:
         """The entry key ranges of ``prefix`` this reader sees: at the root, without the system namespaces' range
         unless it holds the system scope."""
-        start, end = codec.prefix_range(prefix)
-        if prefix or self.system:
-            return [(start, end)]
-        return [(start, sysns.RANGE[0]), (sysns.RANGE[1], end)]
+        return sysns.visible_ranges(prefix, self.system)
 
     def count(self, namespace_prefix: Sequence[str] = ()) -> int:
         """Number of items in a namespace and its sub-namespaces (O(log n))."""

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from engram.backends import ChunkStore, ForwardingChunkStore, LruChunkStore
+from engram.backends.postgres import PostgresChunkStore, PostgresRefStore, shared_database
 from engram.errors import ConfigError, InvalidRefError, NotFoundError, ReadOnlyError, StorageError
 from engram.hashing import ID_SIZE, ChunkId
 from engram.index.cache import MemoryVectorCache, PostgresVectorCache, VectorCache
@@ -411,8 +412,6 @@ def replica_opener(replica_url: str, primary_url: str, primary: Callable[[], Mem
     conninfo, primary_conninfo, repo_id = conninfo_of(replica_url), conninfo_of(primary_url), parsed.repo
 
     def open_replica() -> Memory:
-        from engram.backends.postgres import PostgresChunkStore, PostgresRefStore, shared_database  # psycopg: optional
-
         db = shared_database(conninfo, repo_id)
         chunks: ChunkStore | None = None
         try:

@@ -37,6 +37,15 @@ def is_system_key(raw: bytes) -> bool:
     return RANGE[0] <= raw < RANGE[1]
 
 
+def visible_ranges(prefix: Sequence[str], system: bool) -> list[tuple[bytes, bytes]]:
+    """The entry key ranges under namespace ``prefix`` a caller reads: the prefix's range, or at the root for a
+    caller without the ``system`` scope, that range without the system namespaces' (one range, so two are left)."""
+    start, end = codec.prefix_range(prefix)
+    if prefix or system:
+        return [(start, end)]
+    return [(start, RANGE[0]), (RANGE[1], end)]
+
+
 def refused(namespace: Sequence[str], action: str = "read or change") -> PermissionDeniedError:
     """The error for a caller without the ``system`` scope reaching a system namespace."""
     shown = ".".join(namespace)
@@ -149,4 +158,5 @@ __all__ = [
     "refused",
     "refused_commit",
     "visible",
+    "visible_ranges",
 ]

@@ -123,10 +123,8 @@ class Versioned:
         """Like :meth:`diff`, as a generator (cost grows with the change, not the store)."""
         prefix = _validate.namespace(namespace, allow_empty=True)
         self._guard(prefix)
-        start, end = codec.prefix_range(prefix)
         a, b = self.resolve(old).tree, self.resolve(new).tree
-        ranges = [(start, end)] if prefix or self.system else [(start, sysns.RANGE[0]), (sysns.RANGE[1], end)]
-        for lo, hi in ranges:
+        for lo, hi in sysns.visible_ranges(prefix, self.system):
             for change in diff_trees(self.repo.nodes, a, b, lo, hi):
                 yield _item_change(change)
 

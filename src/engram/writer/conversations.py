@@ -141,15 +141,24 @@ class ConversationLog:
         self.author = author
         _ensure_branch(mem, branch, author)
         self.mem = mem.handle(branch, author=author, read_only=False, system=True)
+        #: Conversation id -> its namespace (this one's, or the older stores' ``conversations``), once found.
+        self._where: dict[str, tuple[str, str]] = {}
 
     def _ns(self, conversation_id: str) -> tuple[str, str]:
         if not isinstance(conversation_id, str) or not conversation_id or "." in conversation_id:
             raise InvalidInputError(f"invalid conversation id {conversation_id!r}: a non-empty string without '.'")
-        legacy = (LEGACY_NAMESPACE, conversation_id)
-        fresh = self.mem.get((NAMESPACE, conversation_id), META, refresh_ttl=False)
-        if fresh is None and self.mem.get(legacy, META, refresh_ttl=False) is not None:
-            return legacy
-        return (NAMESPACE, conversation_id)
+        found = self._where.get(conversation_id)
+        if found is not None:
+            return found
+        fresh, legacy = (NAMESPACE, conversation_id), (LEGACY_NAMESPACE, conversation_id)
+        if self.mem.get(fresh, META, refresh_ttl=False) is not None:
+            found = fresh
+        elif self.mem.get(legacy, META, refresh_ttl=False) is not None:
+            found = legacy
+        else:
+            return fresh  # not started yet: it will be under the system namespace
+        self._where[conversation_id] = found  # a conversation never moves: looked up once
+        return found
 
     def get(self, conversation_id: str) -> Conversation | None:
         """A conversation's header, or None."""
