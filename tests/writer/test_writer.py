@@ -91,8 +91,6 @@ def test_writer_sees_only_new_turns_plus_context(wmem: Memory, tmp_path: Path, m
     ("setup", "reason"),
     [
         ({"enabled": False}, "disabled"),
-        ({"interval": 0}, "invalid_interval"),
-        ({"interval": 51}, "invalid_interval"),
         ({"extractor": None}, "no_model"),
     ],
 )
@@ -101,13 +99,21 @@ def test_writer_gates_skip_with_reason_and_change_nothing(wmem, tmp_path, metric
     writer.start_conversation("c1", ALICE)
     store = StateStore(wmem.repo, "users.alice")
     before = store.load()[0]
-    with caplog.at_level(logging.INFO, logger="engram.writer"):
+    with caplog.at_level(logging.DEBUG, logger="engram.writer"):
         out = exchange(writer, "c1", "I live in Lyon with my two cats.")
     assert out.decision.action == "skipped" and out.decision.reason == reason
     assert store.load()[0] == before  # no counter, no watermark moved
     assert sample(metrics, "engram_writer_skips_total", reason=reason) == 1
-    assert any(f"reason={reason}" in r.getMessage() and r.levelno == logging.INFO for r in caplog.records)
-    assert writer.lag(ALICE) == 1  # the turn waits for a writer that may run
+    skips = [r for r in caplog.records if "writer skip" in r.getMessage()]
+    assert skips and all(r.levelno == logging.DEBUG for r in skips)
+    assert f"reason={reason}" in skips[-1].getMessage()
+    assert "pending=1" in skips[-1].getMessage()  # the turn it skipped is counted, not reported as 0
+
+
+@pytest.mark.parametrize("interval", [0, 51, -1, True, 2.5])
+def test_an_interval_outside_its_range_is_refused_when_the_writer_is_built(wmem, tmp_path, metrics, interval):
+    with pytest.raises(InvalidInputError, match="from 1 to 50"):
+        make(wmem, tmp_path, metrics, interval=interval)
 
 
 def test_writer_skips_child_and_excluded_conversations(wmem: Memory, tmp_path: Path, metrics):

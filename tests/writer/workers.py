@@ -73,3 +73,25 @@ def killed_after_commit(url: str, tmp: str) -> None:
     writer.start_conversation("c1", TARGET)
     writer.append("c1", "user", "I decided to ship the lander in May.")
     writer.append("c1", "assistant", "ok")
+
+
+def merge_every_run(record: dict[str, Any], actions: list[Any]) -> str:
+    """A callable policy (the path through a review branch and its merge)."""
+    return "merge"
+
+
+POLICIES: dict[str, Any] = {"auto": "auto", "review": "review", "callable": merge_every_run}
+
+
+def killed_at(url: str, tmp: str, policy: str, event: str) -> None:
+    """Run the writer once and SIGKILL this process when the run reports ``event`` (see engram.writer.events)."""
+    writer = open_writer(url, tmp, OfflineExtractor(), interval=1, policy=POLICIES[policy], lease_seconds=600)
+
+    def die(name: str, record: dict[str, Any]) -> None:
+        if name == event:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    writer.on_event(die)
+    writer.start_conversation("c1", TARGET)
+    writer.append("c1", "user", "I decided to ship the lander in May.")
+    writer.append("c1", "assistant", "ok")

@@ -166,6 +166,7 @@ class OpenAIExtractor:
         ]
         calls = workspace.step.model_calls if workspace.step is not None else []
         invalid = 0
+        acted = False
         for _ in range(self.max_rounds):
             message = self._complete(messages, calls)
             tool_calls = message.get("tool_calls") or []
@@ -176,7 +177,12 @@ class OpenAIExtractor:
                 reply["tool_calls"] = tool_calls
             messages.append(reply)
             if not tool_calls:
-                return
+                if acted:  # a closing remark after its tool calls: the step is done
+                    return
+                said = len(str(message.get("content") or ""))
+                raise WriterError(f"the model replied without a tool call ({said} characters of text, kept in the "
+                                  "run's trace); its turns stay pending", "no_tool_call")  # fmt: skip
+            acted = True
             done = False
             for call in tool_calls:
                 result, ok, finished = self._call(call, workspace)

@@ -15,7 +15,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from engram.clock import now_ms
@@ -23,6 +23,7 @@ from engram.errors import EngramError, MergeConflictError, StaleMemoryError, Wri
 from engram.repo import HEADS
 from engram.store import Memory
 from engram.writer.conversations import Turn
+from engram.writer.events import Listeners
 from engram.writer.extract import (
     Action,
     Extractor,
@@ -35,7 +36,7 @@ from engram.writer.extract import (
     render_prompt,
     tokens,
 )
-from engram.writer.metrics import WriterMetrics, observe_run
+from engram.writer.metrics import FAILURES, WriterMetrics, dead_lettered, observe_run
 from engram.writer.settings import WriterSettings, decide
 from engram.writer.state import Lease, StateStore, Watermark, WriterState, slug
 from engram.writer.traces import TraceSettings, write_trace
@@ -43,7 +44,7 @@ from engram.writer.traces import TraceSettings, write_trace
 log = logging.getLogger("engram.writer")
 
 #: Outcomes that leave a trace (failures); successes are traced only when asked.
-FAILED = frozenset({"model_error", "timeout", "policy_violation", "conflict", "crashed", "lease_lost", "error"})
+FAILED = FAILURES
 OUTCOMES = ("merged", "review", "rejected", "no_new_memories", "recovered", *sorted(FAILED))
 
 
@@ -59,6 +60,7 @@ class Batch:
     new: list[Turn]
     context: list[Turn]
     after: Watermark
+    before: Watermark = field(default_factory=Watermark)
 
     def range(self) -> dict[str, Any]:
         """The watermark range, as recorded in the commit metadata."""
@@ -75,6 +77,32 @@ class Plan:
     target: tuple[str, ...]
     target_id: str
     batches: list[Batch] = field(default_factory=list)
+    #: Turns left pending by a cost cap, and which cap (``max_input_chars`` or ``max_model_calls``).
+    left: int = 0
+    left_reason: str | None = None
+    #: Message ids of turns longer than ``max_input_chars``, of which only the start was read.
+    cut: list[str] = field(default_factory=list)
+    #: The run still waiting for review that this run builds on (its branch starts at that run's head).
+    stack_on: str | None = None
+
+    def keep(self, done: set[tuple[str, int]], reason: str) -> None:
+        """Keep only the turns in ``done`` (conversation id, seq), up to the first one not done in each
+        conversation: the rest stays pending (the watermark moves only past what was processed)."""
+        kept: list[Batch] = []
+        for batch in self.batches:
+            prefix: list[Turn] = []
+            for turn in batch.new:
+                if (batch.conversation_id, turn.seq) not in done:
+                    break
+                prefix.append(turn)
+            if len(prefix) < len(batch.new):
+                self.left += len(batch.new) - len(prefix)
+                self.left_reason = reason
+            if prefix:
+                counted = batch.before.assistant_turns + sum(1 for t in prefix if t.counts)
+                kept.append(Batch(batch.conversation_id, prefix, batch.context,
+                                  Watermark(prefix[-1].seq, prefix[-1].message_id, counted), batch.before))  # fmt: skip
+        self.batches = kept
 
     @property
     def turns(self) -> list[Turn]:
@@ -85,6 +113,15 @@ class Plan:
     def context(self) -> list[Turn]:
         """Every context turn."""
         return [t for b in self.batches for t in b.context]
+
+
+def cut_turn(turn: Turn, limit: int) -> Turn:
+    """``turn`` with its text cut to at most ``limit`` characters at a word boundary, saying how much was left."""
+    head = turn.text[:limit]
+    if len(turn.text) > limit and not turn.text[limit].isspace() and any(c.isspace() for c in head):
+        head = head[: max(i for i, c in enumerate(head) if c.isspace())]
+    head = head.rstrip()
+    return replace(turn, text=f"{head} [... {len(turn.text) - len(head)} more characters not read]")
 
 
 def branch_name(target_id: str, run_id: str) -> str:
@@ -165,9 +202,10 @@ class Run:
 
     def __init__(
         self, memory: Memory, settings: WriterSettings, extractor: Extractor, metrics: WriterMetrics, plan: Plan,
-        store: StateStore, lease: Lease, started_at: int,
+        store: StateStore, lease: Lease, started_at: int, events: Listeners | None = None,
     ) -> None:  # fmt: skip
         self.mem = memory
+        self.events = events if events is not None else Listeners()
         self.settings = settings
         self.extractor = extractor
         self.metrics = metrics
@@ -189,6 +227,12 @@ class Run:
         chunks = chunk_turns(plan.turns, settings.turn_budget_tokens)
         context = plan.context
         for index, chunk in enumerate(chunks):
+            if sum(len(s.model_calls) for s in self.steps) >= settings.max_model_calls:
+                waiting = {(t.conversation_id, t.seq) for later in chunks[index:] for t in later}
+                plan.keep({(t.conversation_id, t.seq) for t in plan.turns} - waiting, "max_model_calls")
+                log.warning("writer run %s: stopped after %d model calls (max_model_calls); %d turns stay pending",
+                            plan.run_id, settings.max_model_calls, plan.left)  # fmt: skip
+                break
             query = " ".join(t.text for t in chunk)[:2000]
             memories = memory_notes(self.mem, plan.target, query, settings.memory_budget_tokens, workspace)
             prompt = render_prompt(plan.target, memories, context, chunk, settings.instructions, index, len(chunks))
@@ -196,6 +240,7 @@ class Run:
                                      settings.instructions, prompt, index, len(chunks))  # fmt: skip
             step = Step(index, prompt)
             self.steps.append(step)
+            self.events.emit("extracting", self.record | {"step": index})
             workspace.step = step
             workspace.allowed_sources = request.message_ids
             started = time.perf_counter()
@@ -225,8 +270,15 @@ class Run:
         else:
             if repo.refs.get(HEADS + branch) is not None:
                 repo.delete_branch(branch, author)
-            mem.create_branch(branch)
+            base = None if plan.stack_on is None else repo.refs.get(HEADS + branch_name(plan.target_id, plan.stack_on))
+            if base is None:
+                mem.create_branch(branch)
+            else:
+                mem.check_writable()
+                repo.create_branch(branch, base, author)
             handle = mem.handle(branch, author=author)
+            self.record["stacked_on"] = plan.stack_on if base is not None else None
+        reader = handle if self.record.get("stacked_on") else mem  # a stacked run sees the reviews it builds on
         self.steps, self.model_ms = [], 0.0
         counter = iter(range(1, 1_000_000))
 
@@ -234,7 +286,7 @@ class Run:
             return f"m-{plan.run_id}-{next(counter)}-{secrets.token_hex(2)}"
 
         def search(query: str, limit: int) -> list[Any]:
-            return list(mem.search(plan.target, query or None, limit=limit, refresh_ttl=False))
+            return list(reader.search(plan.target, query or None, limit=limit, refresh_ttl=False))
 
         with handle.transaction("writer run", author=author) as tx:
             workspace = Workspace(tx, plan.target, search, run_id=plan.run_id, new_key=new_key)
@@ -257,7 +309,9 @@ class Run:
                 repo.delete_branch(branch, author)
             return "no_new_memories", None, None
         commit = tx.commit.id.hex()
+        self.events.emit("committed", self.record | {"commit": commit})
         if direct:
+            self.events.emit("merged", self.record | {"commit": commit, "merge": commit})
             return "merged", commit, commit
         decision = decide(settings.merge_policy, self.record | {"branch": branch, "commit": commit}, self.actions)
         if decision == "review":
@@ -268,6 +322,7 @@ class Run:
         heartbeat.confirm()  # publish only while the target is still ours
         merged = mem.merge(branch, strategy="fail", author=author,
                            message=f"writer: merge run {plan.run_id} into {mem.branch}")  # fmt: skip
+        self.events.emit("merged", self.record | {"commit": commit, "merge": merged.id.hex()})
         repo.delete_branch(branch, author)
         return "merged", commit, merged.id.hex()
 
@@ -306,10 +361,17 @@ class Run:
             if heartbeat.lost and outcome not in FAILED:
                 outcome, error = "lease_lost", "the lease expired during the run"
         duration_ms = (time.perf_counter() - self.clock) * 1000
-        counts = {op: sum(1 for a in self.actions if a.op == op) for op in ("add", "update", "delete")}
+        # what the run's commit holds: a run that committed nothing (a failure before its commit) published nothing,
+        # whatever its extractor attempted
+        done = self.actions if commit is not None else []
+        counts = {op: sum(1 for a in done if a.op == op) for op in ("add", "update", "delete")}
         self.record.update({
+            "conversations": {b.conversation_id: b.range() for b in plan.batches},
+            "left": {"turns": plan.left, "reason": plan.left_reason, "cut": plan.cut}
+            if plan.left or plan.cut else None,
             "completed_at": now_ms(), "duration_ms": round(duration_ms, 3), "model_ms": round(self.model_ms, 3),
             "outcome": outcome, "error": error, "steps": len(self.steps), "actions": sum(counts.values()),
+            "attempted": len(self.actions),
             "added": counts["add"], "updated": counts["update"], "deleted": counts["delete"],
             "branch": branch_name(plan.target_id, plan.run_id) if outcome == "review" else None,
             "commit": commit, "merge": merge, "review": "pending" if outcome == "review" else None, "trace": None,
@@ -321,6 +383,7 @@ class Run:
         if outcome != "lease_lost":
             self._finish(outcome)
         observe_run(self.metrics, self.record)
+        self.events.emit("finished", self.record)
         return self.record
 
     def _drop_branch(self) -> None:
@@ -335,11 +398,23 @@ class Run:
         check, plan, record = ours(self.lease), self.plan, self.record
         advance = outcome not in FAILED
 
+        settings = self.settings
+        letter: list[dict[str, Any]] = []
+
         def change(state: WriterState) -> bool:
             check(state)
+            letter.clear()
             if advance:
                 for batch in plan.batches:
                     state.watermarks[batch.conversation_id] = batch.after
+                state.failures = 0
+            else:
+                state.failures += 1
+                if state.failures >= settings.max_failures and state.dead_letter is None:
+                    state.dead_letter = {"run": plan.run_id, "outcome": outcome, "error": record.get("error"),
+                                         "failures": state.failures, "since": now_ms()}  # fmt: skip
+                    letter.append(state.dead_letter)
+            state.settings = settings.summary(model_of(self.extractor))
             state.lease = None
             state.record(record)
             return True
@@ -348,6 +423,10 @@ class Run:
             self.store.update(change, f"run {plan.run_id}: {outcome}")
         except LeaseLostError as exc:
             record["outcome"], record["error"] = "lease_lost", str(exc)
+            return
+        if letter:
+            dead_lettered(self.metrics, plan.target_id, letter[0])
+            self.events.emit("dead_lettered", record | {"dead_letter": letter[0]})
 
     def _trace(self, traces: TraceSettings, outcome: str, error: str | None, duration_ms: float) -> object:
         trace = {

@@ -33,6 +33,9 @@ def review_every_run(record: dict[str, Any], actions: list[Action]) -> Verdict:
     return "review"
 
 
+#: The valid intervals (completed assistant turns between runs).
+INTERVALS = range(1, 51)
+
 POLICIES: dict[str, PolicyFn] = {"auto": merge_every_run, "review": review_every_run}
 
 
@@ -52,8 +55,9 @@ def decide(policy: PolicyFn, record: dict[str, Any], actions: list[Action]) -> V
 class WriterSettings:
     """How a :class:`~engram.writer.MemoryWriter` schedules, runs and merges (see its docstring for each field).
 
-    ``context_turns`` below 0 counts as 0 and ``merge_attempts`` below 1 as 1; an ``interval`` outside 1..50 is
-    kept as given (every run is then gated with ``invalid_interval``)."""
+    ``context_turns`` below 0 counts as 0 and ``merge_attempts`` below 1 as 1. An ``interval`` outside
+    :data:`INTERVALS`, or a cap or ``max_failures`` below 1, is refused here (:class:`InvalidInputError`, naming
+    the valid range): every door builds its settings through this class, so each refuses the same values."""
 
     interval: int = 2
     policy: PolicyName | PolicyFn = "auto"
@@ -73,10 +77,23 @@ class WriterSettings:
     conversations_branch: str = "conversations"
     author: str = "writer"
     merge_attempts: int = 3
+    max_failures: int = 3
+    max_model_calls: int = 40
+    max_input_chars: int = 100_000
 
     def __post_init__(self) -> None:
         if not (self.policy in POLICIES or callable(self.policy)):
             raise InvalidInputError(f"invalid policy {self.policy!r}: 'auto', 'review' or a callable")
+        interval = self.interval
+        if isinstance(interval, bool) or not isinstance(interval, int) or interval not in INTERVALS:
+            raise InvalidInputError(
+                f"invalid writer interval {interval!r}: a whole number of completed assistant turns from "
+                f"{INTERVALS.start} to {INTERVALS.stop - 1}"
+            )
+        for name in ("max_failures", "max_model_calls", "max_input_chars"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInputError(f"invalid writer {name} {value!r}: a whole number of at least 1")
         object.__setattr__(self, "exclude", frozenset(self.exclude))
         object.__setattr__(self, "context_turns", max(0, self.context_turns))
         object.__setattr__(self, "merge_attempts", max(1, self.merge_attempts))
@@ -96,6 +113,17 @@ class WriterSettings:
         """True under ``auto``: a run commits straight onto the memories' branch (see
         :class:`~engram.writer.run.Run`)."""
         return self.policy == "auto"
+
+    def summary(self, model: str) -> dict[str, Any]:
+        """What a run used, as the target's state records it (``status`` shows it): the extractor's ``model`` and
+        the settings that shape a run (not the trace folder: a server path is not shown to callers)."""
+        return {
+            "model": model, "interval": self.interval, "policy": self.policy_name, "enabled": self.enabled,
+            "background": self.background, "instructions": self.instructions, "context_turns": self.context_turns,
+            "memory_budget_tokens": self.memory_budget_tokens, "turn_budget_tokens": self.turn_budget_tokens,
+            "max_failures": self.max_failures, "max_model_calls": self.max_model_calls,
+            "max_input_chars": self.max_input_chars, "merge_attempts": self.merge_attempts,
+        }  # fmt: skip
 
     @property
     def lease_ms(self) -> int:
@@ -131,3 +159,6 @@ class WriterOptions(TypedDict, total=False):
     conversations_branch: str
     author: str
     merge_attempts: int
+    max_failures: int
+    max_model_calls: int
+    max_input_chars: int

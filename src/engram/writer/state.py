@@ -134,12 +134,20 @@ class WriterState:
         watermarks: conversation id -> :class:`Watermark`; also the list of conversations feeding the target.
         lease: the run in flight, or None.
         runs: the last run records (dicts, newest last, at most :data:`MAX_RUNS`).
+        failures: failed runs in a row (a success resets it).
+        dead_letter: set once ``failures`` reached the writer's ``max_failures``: the target's automatic runs
+            stop (its turns stay pending, nothing is skipped) until :meth:`~engram.writer.MemoryWriter.retry`.
+            A dict: ``run`` (the last failed run), ``outcome``, ``error``, ``failures``, ``since`` (UTC ms).
+        settings: the writer settings the last run used (see :meth:`~engram.writer.WriterSettings.summary`).
     """
 
     target: str
     watermarks: dict[str, Watermark] = field(default_factory=dict)
     lease: Lease | None = None
     runs: list[dict[str, Any]] = field(default_factory=list)
+    failures: int = 0
+    dead_letter: dict[str, Any] | None = None
+    settings: dict[str, Any] | None = None
 
     @property
     def last_run(self) -> dict[str, Any] | None:
@@ -163,6 +171,9 @@ class WriterState:
             "watermarks": {cid: w.dict() for cid, w in sorted(self.watermarks.items())},
             "lease": None if self.lease is None else self.lease.dict(),
             "runs": self.runs,
+            "failures": self.failures,
+            "dead_letter": self.dead_letter,
+            "settings": self.settings,
         }
 
     @classmethod
@@ -182,6 +193,9 @@ class WriterState:
             if not lease
             else Lease(str(lease["run"]), str(lease["owner"]), int(lease["acquired_at"]), int(lease["expires_at"])),
             runs=list(data.get("runs") or []),
+            failures=int(data.get("failures") or 0),
+            dead_letter=data.get("dead_letter") or None,
+            settings=data.get("settings") or None,
         )
 
 

@@ -13,7 +13,12 @@
 
 Scheduling: only completed assistant turns count; a run is due when ``interval`` of them completed since the
 watermark, or when a run started and never finished (its lease expired). Each gate that skips logs its reason
-at INFO and counts it in ``engram_writer_skips_total{reason}``; a skip changes no state.
+at DEBUG and counts it in ``engram_writer_skips_total{reason}``; a skip changes no state. Runs log their start
+and end at INFO and failures at WARNING (logger ``engram.writer``).
+
+Never silent: a failed run leaves its turns pending (the next run takes them again) and a trace; after
+``max_failures`` failed runs in a row the target is **dead-lettered**: its automatic runs stop, its turns stay
+pending, ``status()`` reports it and ``engram_writer_dead_lettered{target}`` is 1, until :meth:`MemoryWriter.retry`.
 """
 
 from __future__ import annotations
@@ -21,31 +26,31 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-import threading
-from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Self, Unpack
 
 from engram.clock import now_ms
-from engram.errors import InvalidInputError, NotFoundError, RunInFlightError
-from engram.repo import HEADS
+from engram.errors import NotFoundError, RunInFlightError
 from engram.store import Memory
 from engram.writer.conversations import Conversation, ConversationLog, Status, Turn
+from engram.writer.events import Listener
 from engram.writer.extract import Action, Extractor, MemoryNote, Workspace, memory_notes, model_of
-from engram.writer.metrics import WriterMetrics, default_metrics, observe_run
+from engram.writer.metrics import FAILURES, WriterMetrics, default_metrics, observe_run
 from engram.writer.recovery import recover
-from engram.writer.run import Batch, Plan, Run, branch_name
+from engram.writer.review import decide_review
+from engram.writer.run import Batch, Plan, Run, cut_turn
 from engram.writer.settings import PolicyFn, PolicyName, WriterOptions, WriterSettings, decide
 from engram.writer.state import Lease, StateStore, Watermark, WriterState, new_run_id, process_owner, target_id
 from engram.writer.state import target_namespace as _namespace
 from engram.writer.traces import TraceSettings
+from engram.writer.worker import Drained, Worker
 
 log = logging.getLogger("engram.writer")
 
 SKIP_REASONS = (
-    "disabled", "child_conversation", "excluded_conversation", "invalid_interval", "no_model", "in_flight",
-    "nothing_new",
+    "disabled", "child_conversation", "excluded_conversation", "no_model", "model_unavailable", "in_flight",
+    "nothing_new", "dead_lettered",
 )  # fmt: skip
 
 
@@ -73,16 +78,6 @@ class Appended:
         return self.decision.run
 
 
-class _Worker:
-    """The background worker every view of one writer shares (see :meth:`MemoryWriter.for_caller`): its thread,
-    the runs queued per target, and the lock over both."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.executor: ThreadPoolExecutor | None = None
-        self.queued: dict[str, Future[Decision]] = {}
-
-
 class MemoryWriter:
     """Extracts memories from conversations every ``interval`` completed assistant turns (see the module docstring).
 
@@ -94,7 +89,7 @@ class MemoryWriter:
         extractor: an :class:`Extractor` (``OfflineExtractor()``, ``OpenAIExtractor(...)``); None gates every run.
         metrics: where the Prometheus metrics go (default: prometheus-client's default registry).
         settings: a :class:`WriterSettings`; its fields, also accepted as keyword arguments, are:
-        interval: completed assistant turns between runs (1..50; another value gates every run).
+        interval: completed assistant turns between runs (1..50; another value is refused).
         policy: ``auto`` (merge at once; on a conflict retry on the new head), ``review`` (leave the branch for a
             person or agent: :meth:`approve` / :meth:`reject`), or a callable (see :data:`PolicyFn`).
         enabled: False gates every run (turns are still stored; nothing is reset).
@@ -108,6 +103,9 @@ class MemoryWriter:
         conversations_branch: the branch conversations are kept on.
         author: the author of the writer's commits.
         merge_attempts: how often a run that conflicted is retried on the new head.
+        max_failures: failed runs in a row after which the target is dead-lettered (see :meth:`retry`).
+        max_model_calls / max_input_chars: a run's cost cap: model calls, and characters of new turns read; what a
+            run could not take stays pending for the next run (and a longer turn is read up to the cap).
     """
 
     def __init__(
@@ -126,7 +124,7 @@ class MemoryWriter:
         self.metrics = metrics if metrics is not None else default_metrics()
         self.conversations = ConversationLog(mem, branch=self.settings.conversations_branch, author=self.author)
         self.owner = process_owner()
-        self._worker = _Worker()
+        self._worker: Worker[Decision] = Worker()
 
     def for_caller(self, mem: Memory) -> Self:
         """This writer acting through a caller's handle ``mem``: memories are read and merged on its branch, and a
@@ -224,10 +222,21 @@ class MemoryWriter:
             return Appended(turn, Decision("waiting", pending=self.lag(header.target)))
         return Appended(turn, self._schedule(header))
 
-    def _skip(self, reason: str, target: str, conversation: str | None = None, pending: int = 0) -> Decision:
-        log.info("writer skip: reason=%s target=%s conversation=%s pending=%d", reason, target, conversation, pending)
+    def on_event(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(event, run record)`` as runs progress (see :mod:`engram.writer.events`); returns a
+        function that stops it. Every view of this writer (:meth:`for_caller`) shares the listeners."""
+        return self._worker.listeners.add(listener)
+
+    def _skip(self, reason: str, target: str, conversation: str | None = None, pending: int | None = None) -> Decision:
+        if pending is None:
+            pending = self._pending_of(target)
+        log.debug("writer skip: reason=%s target=%s conversation=%s pending=%d", reason, target, conversation, pending)
         self.metrics.skips.labels(reason=reason).inc()
         return Decision("skipped", reason, pending)
+
+    def _pending_of(self, tid: str) -> int:
+        _, state = StateStore(self.mem.repo, tid, actor=self.author).load()
+        return self._pending(state)[0]
 
     def _gates(self, target: str, conversation: Conversation | None) -> Decision | None:
         cid = None if conversation is None else conversation.id
@@ -237,8 +246,6 @@ class MemoryWriter:
             return self._skip("child_conversation", target, conversation.id)
         if conversation is not None and (conversation.excluded or conversation.id in self.settings.exclude):
             return self._skip("excluded_conversation", target, conversation.id)
-        if not isinstance(self.interval, int) or isinstance(self.interval, bool) or not 1 <= self.interval <= 50:
-            return self._skip("invalid_interval", target, cid)
         if self.extractor is None:
             return self._skip("no_model", target, cid)
         breaker = getattr(self.extractor, "breaker", None)  # a model endpoint known to be down
@@ -250,34 +257,50 @@ class MemoryWriter:
         gated = self._gates(conversation.target, conversation)
         if gated is not None:
             return gated
+        tid = conversation.target
         if not self.background:
-            return self._maybe_run(conversation.target, conversation.id, force=False)
-        worker = self._worker
-        with worker.lock:
-            queued = worker.queued.get(conversation.target)
-            if queued is not None and not queued.done():
-                return Decision("queued", pending=self.lag(conversation.target))
-            if worker.executor is None:
-                worker.executor = ThreadPoolExecutor(1, thread_name_prefix="engram-writer")
-            worker.queued[conversation.target] = worker.executor.submit(
-                self._maybe_run, conversation.target, conversation.id, False
-            )
-        return Decision("queued")
+            return self._maybe_run(tid, conversation.id, force=False)
+        _, state = StateStore(self.mem.repo, tid, actor=self.author).load()
+        pending = self._pending(state)[0]
+        self.metrics.lag.labels(target=tid).set(pending)
+        crashed = state.lease is not None and state.lease.expired(now_ms())  # a run to recover is due at once
+        if pending < self.interval and not crashed and not self._worker.busy(tid):
+            return Decision("waiting", pending=pending)
 
-    def wait(self, timeout: float | None = None) -> None:
-        """Wait for the runs queued in the background to finish."""
-        with self._worker.lock:
-            futures = list(self._worker.queued.values())
-        for future in futures:
-            future.result(timeout)
+        def job() -> tuple[Decision, bool]:
+            decision = self._maybe_run(tid, conversation.id, force=False)
+            ran = decision.run is not None and decision.run.get("outcome") not in FAILURES
+            return decision, ran  # a successful run re-checks what became due meanwhile
 
-    def close(self) -> None:
-        """Finish queued background runs and stop the worker thread."""
-        self.wait()
-        with self._worker.lock:
-            executor, self._worker.executor = self._worker.executor, None
-        if executor is not None:
-            executor.shutdown(wait=True)
+        if self._worker.submit(tid, job):
+            self._worker.listeners.emit("queued", {"target": tid, "pending": pending})
+        return Decision("queued", pending=pending)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the runs queued in the background to finish (at most ``timeout`` seconds); True when they did."""
+        return self._worker.wait(timeout)
+
+    def close(self, timeout: float | None = 60.0) -> Drained:
+        """Drain the background worker: wait for queued runs (at most ``timeout`` seconds), then stop its thread.
+        Returns what happened (:class:`~engram.writer.worker.Drained`); a run still in flight after the timeout
+        keeps its lease until it expires, and the next writer recovers it."""
+        return self._worker.close(timeout)
+
+    def retry(self, target: Sequence[str] | str) -> Decision:
+        """Lift a dead letter (see the module docstring): reset the failure count and run on ``target`` now."""
+        tid = target_id(target)
+        self.mem.check_writable()
+
+        def lift(state: WriterState) -> bool:
+            if state.dead_letter is None and not state.failures:
+                return False
+            state.dead_letter, state.failures = None, 0
+            return True
+
+        StateStore(self.mem.repo, tid, actor=self.author).update(lift, "retry after dead letter")
+        self.metrics.dead_lettered.labels(target=tid).set(0)
+        log.info("writer retry: target=%s", tid)
+        return self.run_now(tid)
 
     def run_now(self, target: Sequence[str] | str) -> Decision:
         """Run on ``target`` now whatever the interval (gates still apply; ``nothing_new`` without new turns)."""
@@ -323,6 +346,9 @@ class MemoryWriter:
         stale = state.lease is not None and state.lease.expired(now)
         if state.lease is not None and not stale:
             return self._skip("in_flight", tid, conversation, pending)
+        if state.dead_letter is not None and not stale:
+            self.metrics.dead_lettered.labels(target=tid).set(1)
+            return self._skip("dead_lettered", tid, conversation, pending)
         if not stale and not force and pending < self.interval:
             log.debug("writer: target=%s not due (%d of %d turns)", tid, pending, self.interval)
             return Decision("waiting", pending=pending)
@@ -348,27 +374,53 @@ class MemoryWriter:
             state = store.update(acquire, f"run {run_id}: start")
         except RunInFlightError:
             return self._skip("in_flight", tid, conversation, pending)
-        log.info("writer run start: run=%s target=%s pending=%d", run_id, tid, pending)
+        log.info("writer run start: run=%s target=%s pending_turns=%d pending_messages=%d", run_id, tid, pending,
+                 new_turns)  # fmt: skip
+        events = self._worker.listeners
+        events.emit("started", {"id": run_id, "target": tid, "started_at": now, "pending": pending})
         if previous:
             state = recover(self.mem, self.settings, extractor, self.metrics, store, previous[0], lease)
         plan = self._plan(run_id, tid, state)
-        record = Run(self.mem, self.settings, extractor, self.metrics, plan, store, lease, now).execute()
+        record = Run(self.mem, self.settings, extractor, self.metrics, plan, store, lease, now, events).execute()
+        self.lag(tid)  # the gauge follows status()["pending_turns"] after the run too
         return Decision("ran", pending=pending, run=record)
 
     def _plan(self, run_id: str, tid: str, state: WriterState) -> Plan:
-        plan = Plan(run_id, _namespace(tid), tid)
+        """The new turns after each watermark, oldest conversation first, within ``max_input_chars`` (the first
+        turn is always taken, read up to the cap; the rest waits for the next run)."""
+        plan = Plan(run_id, _namespace(tid), tid, stack_on=self._stack_on(tid, state))
+        budget = self.settings.max_input_chars
         for cid, mark in sorted(state.watermarks.items()):
             header = self.conversations.get(cid)
             if header is None or not self._eligible(header) or header.turns <= mark.seq:
                 continue
-            new = self.conversations.turns(cid, mark.seq + 1, header.turns)
+            new: list[Turn] = []
+            for turn in self.conversations.turns(cid, mark.seq + 1, header.turns):
+                if budget <= 0:
+                    plan.left += 1
+                    plan.left_reason = "max_input_chars"
+                    continue
+                if len(turn.text) > budget:
+                    turn = cut_turn(turn, budget)
+                    plan.cut.append(turn.message_id)
+                budget -= len(turn.text)
+                new.append(turn)
+            if not new:
+                continue
             context_turns = self.settings.context_turns
             context = self.conversations.turns(cid, mark.seq - context_turns + 1, mark.seq)
             last = new[-1]
             counted = mark.assistant_turns + sum(1 for t in new if t.counts)
             plan.batches.append(Batch(cid, new, context if context_turns else [],
-                                      Watermark(last.seq, last.message_id, counted)))  # fmt: skip
+                                      Watermark(last.seq, last.message_id, counted), mark))  # fmt: skip
         return plan
+
+    def _stack_on(self, tid: str, state: WriterState) -> str | None:
+        """The newest run of ``tid`` still waiting for review, when runs are reviewed: a new run builds on it."""
+        if self.settings.direct:
+            return None
+        pending = [r for r in state.runs if r.get("review") == "pending" and r.get("branch")]
+        return str(pending[-1]["id"]) if pending else None
 
     def observe(self, record: dict[str, Any]) -> None:
         """Count a finished run in the metrics and log it (metadata only)."""
@@ -390,11 +442,15 @@ class MemoryWriter:
         tid = target_id(target)
         _, state = StateStore(self.mem.repo, tid, actor=self.author).load()
         pending, turns, _ = self._pending(state)
+        self.metrics.lag.labels(target=tid).set(pending)
         return {
             "target": tid, "enabled": self.enabled, "interval": self.interval, "policy": self.policy_name,
             "model": self.extractor_model, "pending_turns": pending, "pending_messages": turns,
             "in_flight": None if state.lease is None else state.lease.dict() | {
                 "expired": state.lease.expired(now_ms())},
+            "queued": self._worker.busy(tid),
+            "failures": state.failures, "dead_letter": state.dead_letter,
+            "settings": self.settings.summary(self.extractor_model), "last_run_settings": state.settings,
             "watermarks": {cid: w.dict() for cid, w in sorted(state.watermarks.items())},
             "last_run": state.last_run,
         }  # fmt: skip
@@ -412,34 +468,15 @@ class MemoryWriter:
             raise NotFoundError(f"no run {run_id!r} on {target_id(target)!r}")
         return found
 
-    def _review(self, target: Sequence[str] | str, run_id: str, verdict: str, strategy: Any = "fail") -> dict[str, Any]:
-        tid = target_id(target)
-        record = dict(self.run(tid, run_id))
-        branch = branch_name(tid, run_id)
-        if record.get("review") != "pending" or self.mem.repo.refs.get(HEADS + branch) is None:
-            raise InvalidInputError(f"run {run_id} has no review pending (review: {record.get('review')})")
-        if verdict == "approved":
-            merged = self.mem.merge(branch, strategy=strategy, author=self.author,
-                                    message=f"writer: approve run {run_id} into {self.mem.branch}")  # fmt: skip
-            record["merge"] = merged.id.hex()
-        self.mem.repo.delete_branch(branch, self.author)
-        record["review"], record["reviewed_at"] = verdict, now_ms()
-
-        def change(state: WriterState) -> bool:
-            state.record(record | {"review": verdict})
-            return True
-
-        StateStore(self.mem.repo, tid, actor=self.author).update(change, f"run {run_id}: {verdict}")
-        log.info("writer review: run=%s target=%s verdict=%s", run_id, tid, verdict)
-        return record
-
     def approve(self, target: Sequence[str] | str, run_id: str, *, strategy: Any = "fail") -> dict[str, Any]:
-        """Merge a run's review branch (merge ``strategy`` as :meth:`Memory.merge`) and delete the branch."""
-        return self._review(target, run_id, "approved", strategy)
+        """Merge a run's review branch (merge ``strategy`` as :meth:`Memory.merge`) and delete the branch; runs it
+        was stacked on (see :mod:`engram.writer.review`) are approved with it."""
+        return decide_review(self.mem, self.author, target_id(target), run_id, "approved", strategy)
 
     def reject(self, target: Sequence[str] | str, run_id: str) -> dict[str, Any]:
-        """Drop a run's review branch (its turns stay processed: nothing is extracted from them again)."""
-        return self._review(target, run_id, "rejected")
+        """Drop a run's review branch (its turns stay processed: nothing is extracted from them again); a run that
+        later runs are stacked on is refused until they are decided."""
+        return decide_review(self.mem, self.author, target_id(target), run_id, "rejected")
 
 
 class AsyncMemoryWriter:
@@ -455,6 +492,10 @@ class AsyncMemoryWriter:
     async def aappend(self, conversation_id: str, role: str, text: str, **kw: Any) -> Appended:
         """See :meth:`MemoryWriter.append`."""
         return await asyncio.to_thread(self.writer.append, conversation_id, role, text, **kw)
+
+    async def aretry(self, target: Sequence[str] | str) -> Decision:
+        """See :meth:`MemoryWriter.retry`."""
+        return await asyncio.to_thread(self.writer.retry, target)
 
     async def arun_now(self, target: Sequence[str] | str) -> Decision:
         """See :meth:`MemoryWriter.run_now`."""
