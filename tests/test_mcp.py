@@ -69,6 +69,7 @@ EXPECTED_TOOLS = [
     "memory_writer_runs",
     "memory_writer_approve",
     "memory_writer_reject",
+    "memory_writer_retry",
 ]  # the channel tools: issue #13; then the memory writer's: issue #14
 
 
@@ -168,6 +169,7 @@ HINTS = {
     "memory_writer_runs": (True, False, "read"),
     "memory_writer_approve": (False, False, "write"),
     "memory_writer_reject": (False, True, "write"),
+    "memory_writer_retry": (False, False, "write"),
 }
 
 

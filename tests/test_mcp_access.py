@@ -71,6 +71,7 @@ async def test_call_tool_checks_scopes_for_every_tool() -> None:
         "memory_append_turn": {"conversation_id": "c", "target": ["users", "alice"], "role": "user", "text": "x"},
         "memory_writer_approve": {"target": ["users", "alice"], "run_id": "r"},
         "memory_writer_reject": {"target": ["users", "alice"], "run_id": "r"},
+        "memory_writer_retry": {"target": ["users", "alice"]},
     }
     assert set(writes) == {name for name, tool in TOOLS.items() if tool.scope == "write"}
     for name, args in writes.items():

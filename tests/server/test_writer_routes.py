@@ -35,12 +35,13 @@ def _converse(client: TestClient, headers: dict[str, str] | None = None) -> list
 def test_turns_run_the_writer_and_memories_read_back(tmp_path: Path) -> None:
     with TestClient(create_app(ServerConfig(store=str(tmp_path / "s"), embedder="hashing"))) as client:
         answers = _converse(client)
-        assert [a["decision"]["action"] for a in answers] == ["waiting", "waiting", "waiting", "ran"]
+        assert [a["decision"]["action"] for a in answers] == ["waiting", "waiting", "waiting", "queued"]
         assert answers[0]["turn"]["message_id"] == "m1"
-        run = answers[-1]["decision"]["run"]
+        status = client.get("/v1/writer/users.alice/status", params={"wait": 30}).json()
+        run = status["last_run"]
         assert run["outcome"] == "merged" and run["actions"] == 2
-        status = client.get("/v1/writer/users.alice/status").json()
-        assert status["pending_turns"] == 0 and status["last_run"]["id"] == run["id"]
+        assert status["pending_turns"] == 0 and status["queued"] is False
+        assert status["last_run_settings"]["interval"] == 2 and status["last_run_settings"]["model"] == "offline"
         assert [r["id"] for r in client.get("/v1/writer/users.alice/runs").json()["runs"]] == [run["id"]]
         assert client.get(f"/v1/writer/users.alice/runs/{run['id']}").json()["outcome"] == "merged"
         memories = client.get("/v1/writer/users.alice/memories", params={"query": "where does she live"}).json()
@@ -55,7 +56,8 @@ def test_turns_run_the_writer_and_memories_read_back(tmp_path: Path) -> None:
 def test_review_runs_are_approved_or_rejected_over_http(tmp_path: Path) -> None:
     config = ServerConfig(store=str(tmp_path / "s"), embedder="hashing", writer_policy="review")
     with TestClient(create_app(config)) as client:
-        run = _converse(client)[-1]["decision"]["run"]
+        _converse(client)
+        run = client.get("/v1/writer/users.alice/status", params={"wait": 30}).json()["last_run"]
         assert run["outcome"] == "review" and run["branch"].startswith("writer/users.alice/")
         assert client.post("/v1/search", json={"namespace_prefix": ["users", "alice"]}).json()["items"] == []
         approved = client.post(f"/v1/writer/users.alice/runs/{run['id']}/approve", json={"strategy": "fail"})
@@ -69,7 +71,8 @@ def test_writer_routes_follow_the_key_scopes(keyed: Keyed) -> None:
     writer, reader = make_key("acme", "read", "write"), make_key("acme", "read")
     _converse(client, writer)
     error_of(client.post("/v1/conversations/chat-1/turns", json={"role": "user", "text": "hi"}, headers=reader), 403)
-    assert client.get("/v1/writer/users.alice/status", headers=reader).json()["pending_turns"] == 0
+    status = client.get("/v1/writer/users.alice/status", params={"wait": 30}, headers=reader).json()
+    assert status["pending_turns"] == 0
     other = make_key("globex", "read")
     assert client.get("/v1/writer/users.alice/runs", headers=other).json()["runs"] == []  # another tenant's store
 
@@ -77,6 +80,7 @@ def test_writer_routes_follow_the_key_scopes(keyed: Keyed) -> None:
 def test_a_retried_turn_is_stored_once_and_a_changed_one_is_a_conflict(tmp_path: Path) -> None:
     with TestClient(create_app(ServerConfig(store=str(tmp_path / "s"), embedder="hashing"))) as client:
         _converse(client)
+        client.get("/v1/writer/users.alice/status", params={"wait": 30})
         retry = {"role": "assistant", "text": "Great.", "message_id": "m4"}
         again = client.post("/v1/conversations/chat-1/turns", json=retry)
         assert again.status_code == 200 and again.json()["turn"]["seq"] == 4  # the turn stored the first time

@@ -36,10 +36,11 @@ async def test_turns_become_memories_through_mcp() -> None:
         assert done["decision"]["action"] == "waiting" and done["decision"]["pending"] == 1
         done = await call(client, "memory_append_turn", conversation_id="chat-1", target=ALICE, role="assistant",
                           text="Anything else?", message_id="m3")  # fmt: skip
-        run = done["decision"]["run"]
+        assert done["decision"]["action"] == "queued"  # the run happens in the background, never inside the call
+        status = await call(client, "memory_writer_status", target=ALICE, wait=30)
+        run = status["last_run"]
         assert run["outcome"] == "merged" and run["actions"] == 1
-        status = await call(client, "memory_writer_status", target=ALICE)
-        assert status["pending_turns"] == 0 and status["last_run"]["id"] == run["id"]
+        assert status["pending_turns"] == 0 and status["settings"]["interval"] == 2
         runs = (await call(client, "memory_writer_runs", target=ALICE))["runs"]
         assert [r["id"] for r in runs] == [run["id"]]
         [item] = mem.search(("users", "alice"))

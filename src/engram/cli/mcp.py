@@ -7,15 +7,19 @@ binds to 127.0.0.1 only, whatever ``--host`` says.
 
 from __future__ import annotations
 
+import os
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
 import click
 
 from engram.cli._common import err, friendly, locate, loopback_only, store_of, vector_cache_of
+from engram.cli._writer import writer_config, writer_options
 from engram.mcp import KeyedAccess, build_server, http_url, serve_http, serve_stdio
 from engram.ops.access import KeyRing, default_keys_path
+from engram.ops.services import WriterFactory
 from engram.ops.tenants import TenantPool, store_opener
 
 
@@ -31,9 +35,10 @@ from engram.ops.tenants import TenantPool, store_opener
 @click.option("--port", type=int, default=8765, show_default=True, help="HTTP: the port to listen on.")
 @click.option("--keys-file", envvar="ENGRAM_KEYS_FILE", type=click.Path(dir_okay=False, path_type=Path),
               help="HTTP: API keys file (default: <store dir>/keys.json, as `engram serve`).")  # fmt: skip
+@writer_options("writer-")
 @click.pass_context
 @friendly
-def command(ctx: click.Context, transport: str, host: str, port: int, keys_file: Path | None) -> None:
+def command(ctx: click.Context, /, transport: str, host: str, port: int, keys_file: Path | None, **writer: Any) -> None:
     """Serve the memory to MCP clients (Claude Desktop, IDEs, agents) over stdio or streamable HTTP.
 
     \b
@@ -41,11 +46,13 @@ def command(ctx: click.Context, transport: str, host: str, port: int, keys_file:
       engram --store ~/notes mcp
       engram mcp --transport http --port 8765    # clients connect to http://127.0.0.1:8765/mcp
     """
+    config = writer_config(writer, "writer-")  # a bad writer setting fails before anything starts
+    factory = partial(config.build, api_key=os.environ.get("OPENAI_API_KEY"))
     if transport == "stdio":  # stdout carries the protocol: only stderr for people
         memory = store_of(ctx, create=True)
         err.print(f"engram MCP server on stdio, branch {memory.branch}")
         try:
-            anyio.run(serve_stdio, build_server(memory))
+            anyio.run(serve_stdio, build_server(memory, writer=factory))
         except KeyboardInterrupt:
             pass
         finally:
@@ -55,14 +62,14 @@ def command(ctx: click.Context, transport: str, host: str, port: int, keys_file:
     path = keys_file or default_keys_path(url)
     keyring = KeyRing(path) if path is not None else None
     if keyring is None or not keyring.keys():
-        _serve_local(ctx, host, port)
+        _serve_local(ctx, host, port, factory)
         return
     opts = ctx.find_root().params
     embedder = opts.get("embedder") or "auto"
     opener = store_opener(
         url, local=False, embedder=embedder, redis=opts.get("redis"), vector_cache=vector_cache_of(ctx)
     )
-    tenants = TenantPool(opener)
+    tenants = TenantPool(opener, writer=factory)
     err.print(f"engram MCP server at {http_url(host, port)} (API keys from {path}; Ctrl+C stops it)", soft_wrap=True)
     try:
         anyio.run(partial(serve_http, build_server(access=KeyedAccess(keyring, tenants)), host=host, port=port,
@@ -73,13 +80,13 @@ def command(ctx: click.Context, transport: str, host: str, port: int, keys_file:
         tenants.close()
 
 
-def _serve_local(ctx: click.Context, host: str, port: int) -> None:
+def _serve_local(ctx: click.Context, host: str, port: int, writer: WriterFactory) -> None:
     host = loopback_only(host)
     memory = store_of(ctx, create=True)
     err.print(f"engram MCP server at {http_url(host, port)}, branch {memory.branch}, no API keys: local access only "
               "(Ctrl+C stops it)", soft_wrap=True)  # fmt: skip
     try:
-        anyio.run(partial(serve_http, build_server(memory), host=host, port=port))
+        anyio.run(partial(serve_http, build_server(memory, writer=writer), host=host, port=port))
     except KeyboardInterrupt:
         pass
     finally:

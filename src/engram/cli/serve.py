@@ -16,6 +16,7 @@ from click.core import ParameterSource
 from rich.markup import escape
 
 from engram.cli._common import err, friendly, loopback_only, out, served_store, vector_cache_of
+from engram.cli._writer import writer_options
 from engram.errors import ConfigError, InvalidInputError
 from engram.ops.access import SCOPES, KeyRing
 from engram.ops.schedule import parse_duration
@@ -70,27 +71,7 @@ def _config(ctx: click.Context, keys_file: Path | None, max_body: int = MiB, **e
 @click.option("--index-delay", default=0.2, show_default=True, type=click.FloatRange(0),
               help="Seconds after a write when the branch's search index is updated in the background.")  # fmt: skip
 @click.option("--no-background-index", is_flag=True, help="Update search indexes only when a search needs them.")
-@click.option(
-    "--writer",
-    "writer_extractor",
-    default="offline",
-    show_default=True,
-    help="The memory writer's extractor for /v1/conversations: offline, openai:<model>@<url>, or none.",
-)
-@click.option(
-    "--writer-interval",
-    default=2,
-    show_default=True,
-    type=click.IntRange(1, 50),
-    help="Completed assistant turns between memory-writer runs.",
-)
-@click.option(
-    "--writer-policy",
-    type=click.Choice(["auto", "review"]),
-    default="auto",
-    show_default=True,
-    help="auto: merge each writer run; review: leave its branch for approve/reject.",
-)
+@writer_options("writer-")
 @click.option("--header-timeout", default=HEADER_TIMEOUT, show_default=True, type=click.FloatRange(0, min_open=True),
               metavar="SECONDS", help="Close a connection whose request line and headers take longer.")  # fmt: skip
 @click.option("--log-level", default="info", show_default=True,
@@ -107,21 +88,20 @@ def _config(ctx: click.Context, keys_file: Path | None, max_body: int = MiB, **e
 @click.pass_context
 @friendly
 def serve(
-    ctx: click.Context, host: str, port: int, keys_file: Path | None, max_body: int, max_tenants: int,
-    index_delay: float, no_background_index: bool, writer_extractor: str, writer_interval: int, writer_policy: str,
-    header_timeout: float, log_level: str, backup_every: float | None, backup_remote: str, shard_catalog: str | None,
-    replicas: tuple[str, ...], replica_max_lag: float,
+    ctx: click.Context, /, host: str, port: int, keys_file: Path | None, max_body: int, max_tenants: int,
+    index_delay: float, no_background_index: bool, header_timeout: float, log_level: str, backup_every: float | None,
+    backup_remote: str, shard_catalog: str | None, replicas: tuple[str, ...], replica_max_lag: float, **writer: Any,
 ) -> None:  # fmt: skip
     """Serve the HTTP API: LangGraph's store routes, /v1 versioning routes, docs at /docs."""
     import uvicorn
 
     delay = None if no_background_index else index_delay
-    extractor = None if writer_extractor == "none" else writer_extractor
     if ctx.get_parameter_source("backup_remote") is ParameterSource.COMMANDLINE and backup_every is None:
         raise click.UsageError("--backup-remote needs --backup-every (e.g. --backup-every 24h)")
-    config = _config(ctx, keys_file, max_body, max_tenants=max_tenants, index_delay=delay, writer_extractor=extractor,
-                     writer_interval=writer_interval, writer_policy=writer_policy, backup_every=backup_every,
-                     backup_remote=backup_remote, shard_catalog=shard_catalog)  # fmt: skip
+    if writer["writer_extractor"] == "none":
+        writer["writer_extractor"] = None
+    config = _config(ctx, keys_file, max_body, max_tenants=max_tenants, index_delay=delay, backup_every=backup_every,
+                     backup_remote=backup_remote, shard_catalog=shard_catalog, **writer)  # fmt: skip
     config.replicas, config.replica_max_lag = replicas, replica_max_lag  # read replicas
     app = create_app(config)
     app.state.engram.tenants.probe()  # open the store now: a bad --store fails here, with one line

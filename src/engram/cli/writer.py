@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,23 +17,22 @@ import click
 from rich.markup import escape
 
 from engram.cli._common import emit, friendly, opened_url, out, plural, store_of, when
+from engram.cli._writer import writer_config, writer_options
 from engram.store.connect import local_file
-from engram.writer import MemoryWriter, extractor_from_spec
+from engram.writer import MemoryWriter
 from engram.writer.writer import Decision
 
 
 @click.group()
-@click.option("--extractor", default="offline", show_default=True,
-              help="offline (no model server), or openai:<model>@<base url> (any OpenAI-compatible server; the key "
-                   "from OPENAI_API_KEY).")  # fmt: skip
-@click.option("--interval", default=2, show_default=True, help="Completed assistant turns between runs (1..50).")
-@click.option("--policy", type=click.Choice(["auto", "review"]), default="auto", show_default=True,
-              help="auto: merge each run at once; review: leave it on a branch for approve/reject.")  # fmt: skip
+@writer_options()
 @click.option("--traces", type=click.Path(file_okay=False, path_type=Path),
               help="Where failed runs leave their traces (default: writer-traces beside the store).")  # fmt: skip
 @click.pass_context
-def writer(ctx: click.Context, extractor: str, interval: int, policy: str, traces: Path | None) -> None:
+def writer(ctx: click.Context, /, traces: Path | None, **settings: Any) -> None:
     """The background memory writer: conversations in, reviewed memories out.
+
+    The options are the writer's settings, the same as `engram serve --writer-*` and `engram mcp --writer-*`
+    take; runs happen in this command's own process (`append` runs the writer when the turn makes a run due).
 
     \b
     Examples:
@@ -42,20 +42,20 @@ def writer(ctx: click.Context, extractor: str, interval: int, policy: str, trace
       engram writer --policy review run-now users/alice
       engram writer runs users/alice
       engram writer approve users/alice RUN_ID
+      engram writer retry users/alice          # after repeated failures stopped its runs
     """
-    ctx.obj["writer_options"] = {"extractor": extractor, "interval": interval, "policy": policy, "traces": traces}
+    ctx.obj["writer_options"] = {"traces": traces, **settings}
 
 
 @contextmanager
 def _writer(ctx: click.Context, *, create: bool = False) -> Iterator[MemoryWriter]:
-    options = ctx.obj["writer_options"]
+    options = dict(ctx.obj["writer_options"])
+    traces = options.pop("traces")
+    config = writer_config(options, background=False)  # refuses a bad value before the store opens
     mem = store_of(ctx, create=create)
-    traces = options["traces"]
     if traces is None and (found := local_file(opened_url(ctx))) is not None:
         traces = found.parent / "writer-traces"
-    extractor = extractor_from_spec(options["extractor"], api_key=os.environ.get("OPENAI_API_KEY"))
-    made = MemoryWriter(mem, extractor=extractor, interval=options["interval"],
-                        policy=options["policy"], background=False, trace_dir=traces)  # fmt: skip
+    made = replace(config, trace_dir=traces).build(mem, api_key=os.environ.get("OPENAI_API_KEY"))
     try:
         yield made
     finally:
@@ -67,7 +67,7 @@ def _writer(ctx: click.Context, *, create: bool = False) -> Iterator[MemoryWrite
 @click.argument("role", type=click.Choice(["user", "assistant", "system", "tool"]))
 @click.argument("text")
 @click.option("--target", help="The namespace the conversation's memories go to (starts a new conversation).")
-@click.option("--message-id", help="The message's id (default: <conversation>-<n>); memories cite it as a source.")
+@click.option("--message-id", help="The message's id (default: <conversation>:<n>); memories cite it as a source.")
 @click.option("--aborted", is_flag=True, help="The turn did not complete (it never counts towards a run).")
 @click.pass_context
 @friendly
@@ -93,7 +93,14 @@ def _decision(decision: Decision, interval: int) -> None:
 
 
 def _run_line(run: dict[str, Any]) -> None:
-    review = f" on {run['branch']} (review with approve/reject)" if run.get("branch") else ""
+    if run.get("review") == "pending" and run.get("branch"):
+        review = f" on {run['branch']} (review with approve/reject)"
+    elif run.get("review") in ("approved", "rejected"):
+        review = f", {run['review']}" + (f" with run {run['approved_with']}" if run.get("approved_with") else "")
+    else:
+        review = ""
+    left = run.get("left") or {}
+    review += f", {left['turns']} turns left pending ({left['reason']})" if left.get("turns") else ""
     trace = f", trace {run['trace']}" if run.get("trace") else ""
     error = f": {run['error']}" if run.get("error") else ""
     started = when(run["started_at"]) if isinstance(run.get("started_at"), int) else "?"
@@ -118,8 +125,15 @@ def status(ctx: click.Context, target: str, as_json: bool) -> None:
                      f"turns pending, policy {found['policy']}, model {found['model']}"))  # fmt: skip
     lease = found["in_flight"]
     if lease is not None:
-        state = "expired: the next turn runs it again" if lease.get("expired") else "running"
-        out.print(escape(f"run {lease.get('run_id')} in flight by {lease.get('owner')} ({state})"))
+        state = "expired: the next turn recovers it" if lease.get("expired") else "running"
+        out.print(escape(f"run {lease.get('run')} in flight by {lease.get('owner')} ({state})"))
+    letter = found.get("dead_letter")
+    if letter:
+        last = f"last: run {letter.get('run')}, {letter.get('outcome')}"
+        out.print(escape(f"dead-lettered after {letter.get('failures')} failed runs ({last}): runs stopped, turns "
+                         f"kept; `engram writer retry {target}`"))  # fmt: skip
+    elif found.get("failures"):
+        out.print(escape(f"{found['failures']} failed runs in a row"))
     for conversation, mark in found["watermarks"].items():
         out.print(escape(f"  {conversation}: processed up to {mark.get('message_id') or '(nothing yet)'}"))
     if found["last_run"]:
@@ -193,4 +207,15 @@ def run_now(ctx: click.Context, target: str) -> None:
     if decision.run is None and decision.action == "skipped" and decision.reason == "nothing_new":
         out.print(f"nothing to do: no new turns for {escape(target)}")
         return
+    _decision(decision, ctx.obj["writer_options"]["interval"])
+
+
+@writer.command()
+@click.argument("target")
+@click.pass_context
+@friendly
+def retry(ctx: click.Context, target: str) -> None:
+    """Lift TARGET's dead letter (its runs stopped after repeated failures) and run the writer on it now."""
+    with _writer(ctx) as made:
+        decision = made.retry(target.replace("/", "."))
     _decision(decision, ctx.obj["writer_options"]["interval"])

@@ -29,7 +29,7 @@ from engram.mcp.registry import Registry, Tool, join
 from engram.mcp.tools import MEMORY_TOOLS
 from engram.mcp.writer_tools import WRITER_TOOLS
 from engram.ops.access import LOCAL, KeyRing, Principal, authenticate, key_from_headers
-from engram.ops.services import TenantServices
+from engram.ops.services import TenantServices, WriterFactory, default_writer
 from engram.ops.tenants import TenantPool
 from engram.store import Memory
 from engram.store.serialize import conflict_json
@@ -133,9 +133,12 @@ class KeyedAccess:
     tenants: TenantPool
 
 
-def build_server(memory: Memory | None = None, *, access: KeyedAccess | None = None) -> Server[Any]:
+def build_server(
+    memory: Memory | None = None, *, access: KeyedAccess | None = None, writer: WriterFactory = default_writer
+) -> Server[Any]:
     """An MCP server (the SDK's low-level :class:`~mcp.server.Server`) whose tools act on ``memory``, or with
-    ``access`` on the store of the tenant each request's API key names.
+    ``access`` on the store of the tenant each request's API key names. ``writer`` builds the memory writer of
+    ``memory`` (with ``access``, the tenant pool's ``writer`` factory does): the door's writer settings.
 
     Writes go to the handle's branch unless a tool call names another; run it with :func:`serve_stdio`,
     :func:`serve_http`, or in-process with ``mcp.Client(server)``.
@@ -143,7 +146,7 @@ def build_server(memory: Memory | None = None, *, access: KeyedAccess | None = N
     if (memory is None) == (access is None):
         raise ValueError("build_server takes a memory, or access (keys and tenants), not both")
     listed = [tool.describe() for tool in TOOLS.values()]
-    served = None if memory is None else TenantServices(memory)  # the one store's services, for every call
+    served = None if memory is None else TenantServices(memory, writer)  # the one store's services, for every call
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None

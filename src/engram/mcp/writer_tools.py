@@ -1,12 +1,15 @@
 """MCP tools of the memory writer: append turns, look at the writer's state and runs, decide reviews.
 
-The writer runs with the offline extractor, every 2 completed assistant turns, merging each run (``policy``
-auto); a target is a namespace the caller's key may write (its prefix applies).
+The writer's settings are the door's (``engram mcp --writer-*``, the same as ``engram serve``; by default the
+offline extractor, every 2 completed assistant turns, each run merged); runs happen in the writer's background
+worker, so an append never waits for the model. A target is a namespace the caller's key may write (its prefix
+applies).
 """
 
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Callable
 from contextlib import closing
 from typing import Any
@@ -72,11 +75,12 @@ def memory_append_turn(
     writer: MemoryWriter, *, conversation_id: str, target: list[str], role: str, text: str, status: str,
     message_id: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """Append a conversation turn for the memory writer, which extracts memories every 2 completed assistant turns
-    (into one commit you can review with memory_history / memory_diff and undo with memory_revert).
+    """Append a conversation turn for the memory writer, which extracts memories every N completed assistant turns
+    (N and the other settings: memory_writer_status) into one commit you can review with memory_history /
+    memory_diff and undo with memory_revert.
 
-    Returns {turn, decision}: decision.action is ran (with the run record), waiting (pending of 2 turns) or skipped
-    (with its reason).
+    Returns {turn, decision}: decision.action is queued (a run started in the background: follow it with
+    memory_writer_status), waiting (pending of N turns) or skipped (with its reason).
     """
     writer.start_conversation(conversation_id, tuple(target))
     done = writer.append(conversation_id, role, text, message_id=message_id, status=status)  # type: ignore[arg-type]
@@ -85,10 +89,17 @@ def memory_append_turn(
                                                    "pending": decision.pending, "run": decision.run}}  # fmt: skip
 
 
-@_tool(guard=_target, required=("target",), read_only=True, target=TARGET)
-def memory_writer_status(writer: MemoryWriter, *, target: list[str]) -> dict[str, Any]:
-    """The memory writer's state for a target: turns pending, the run in flight, what each conversation has been
-    processed up to, and the last run."""
+WAIT = integer("Seconds to wait first for the target's queued runs to finish.", 0, minimum=0, maximum=30)
+
+
+@_tool(guard=_target, required=("target",), read_only=True, target=TARGET, wait=WAIT)
+def memory_writer_status(writer: MemoryWriter, *, target: list[str], wait: int) -> dict[str, Any]:
+    """The memory writer's state for a target: turns pending, the run in flight or queued, failures and a dead
+    letter, the settings (and those the last run used), what each conversation has been processed up to, and the
+    last run."""
+    deadline = time.monotonic() + wait
+    while wait and writer.busy(tuple(target)) and time.monotonic() < deadline:
+        time.sleep(0.05)
     return writer.status(tuple(target))
 
 
@@ -117,6 +128,16 @@ def memory_writer_reject(writer: MemoryWriter, *, target: list[str], run_id: str
 
     Returns the run record."""
     return writer.reject(tuple(target), run_id)
+
+
+@_tool(guard=_target, required=("target",), target=TARGET)
+def memory_writer_retry(writer: MemoryWriter, *, target: list[str]) -> dict[str, Any]:
+    """Lift a target's dead letter (its runs stopped after repeated failures; its turns were kept) and run the
+    writer on it now.
+
+    Returns the decision {action, reason, pending, run}."""
+    decision = writer.retry(tuple(target))
+    return {"action": decision.action, "reason": decision.reason, "pending": decision.pending, "run": decision.run}
 
 
 __all__ = ["WRITER_TOOLS"]

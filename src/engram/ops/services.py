@@ -15,23 +15,23 @@ from collections.abc import Callable
 
 from engram.channels import Channels
 from engram.store import Memory
-from engram.writer import MemoryWriter, OfflineExtractor
+from engram.writer import MemoryWriter, WriterConfig
 
 #: Builds a tenant's writer over its store: the one writer configuration of a door.
 WriterFactory = Callable[[Memory], MemoryWriter]
 
 
-def offline_writer(memory: Memory) -> MemoryWriter:
-    """The writer of the MCP doors: the offline extractor, every 2 completed assistant turns, each run merged, run
-    inside the call."""
-    return MemoryWriter(memory, extractor=OfflineExtractor(), background=False)
+def default_writer(memory: Memory) -> MemoryWriter:
+    """The writer of a door given no writer settings: :class:`~engram.writer.WriterConfig`'s defaults (the offline
+    extractor, every 2 completed assistant turns, each run merged, in the writer's background worker)."""
+    return WriterConfig().build(memory)
 
 
 class TenantServices:
     """A tenant's channels hub and memory writer over its store ``memory``, each built on first use (``writer``
     builds the writer) and shared by every request of the tenant; safe to use from many threads."""
 
-    def __init__(self, memory: Memory, writer: WriterFactory = offline_writer) -> None:
+    def __init__(self, memory: Memory, writer: WriterFactory = default_writer) -> None:
         self.memory = memory
         self._build_writer = writer
         self._lock = threading.Lock()
@@ -73,4 +73,4 @@ class TenantServices:
             close()
 
 
-__all__ = ["TenantServices", "WriterFactory", "offline_writer"]
+__all__ = ["TenantServices", "WriterFactory", "default_writer"]

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from engram import observe
 from engram.embed import Embedder, embedder_from_spec
 from engram.errors import EngramError, NotFoundError
-from engram.ops.services import TenantServices, WriterFactory, offline_writer
+from engram.ops.services import TenantServices, WriterFactory, default_writer
 from engram.store import Memory, tenant_url
 from engram.store import open as open_store
 
@@ -110,7 +110,7 @@ class TenantPool:
         sweep_minutes: float | None = 5.0,
         index_delay: float | None = 0.2,
         router: TenantRouter | None = None,
-        writer: WriterFactory = offline_writer,
+        writer: WriterFactory = default_writer,
     ) -> None:
         if max_open < 1:
             raise ValueError("max_open is at least 1")

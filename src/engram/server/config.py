@@ -27,7 +27,7 @@ from engram.repo import Repository
 from engram.store import Memory, open_repository
 from engram.store.aio import Coalescer
 from engram.store.operations import Op
-from engram.writer import MemoryWriter, extractor_from_spec
+from engram.writer import MemoryWriter, WriterConfig
 
 MiB = 1 << 20
 #: Most write batchers (tenant, branch, author) kept; an idle one holds nothing and is recreated on demand.
@@ -52,9 +52,12 @@ class ServerConfig:
         index_delay: seconds after a write when a background thread brings the branch's search index up
             to date (None: the next search does it).
         vector_cache: a file of embeddings shared by every tenant store (see :func:`engram.open`).
-        writer_extractor / writer_interval / writer_policy: the memory writer of ``/v1/conversations`` (issue
-            #14): ``offline``, ``openai:<model>@<url>`` or None (runs gated); every N completed assistant turns;
+        writer_extractor / writer_interval / writer_policy: the memory writer of ``/v1/conversations``:
+            ``offline``, ``openai:<model>@<url>`` or None (runs gated); every N completed assistant turns;
             ``auto`` (merge each run) or ``review`` (leave its branch for approve/reject).
+        writer_timeout / writer_retries / writer_instructions / writer_max_failures / writer_max_model_calls /
+            writer_max_input_chars: the rest of the writer's settings (see :class:`~engram.writer.WriterConfig`);
+            runs happen in each tenant's background worker, never inside a request.
         backup_every / backup_remote: back up the served store every so many seconds (None: never) to a remote,
             by name (``engram remote add``) or URL (see :class:`~engram.ops.schedule.BackupSchedule`).
         shard_catalog: a PostgreSQL URL of a shard catalog: each tenant's repository lives on the
@@ -80,12 +83,21 @@ class ServerConfig:
     writer_extractor: str | None = "offline"
     writer_interval: int = 2
     writer_policy: str = "auto"
+    writer_timeout: float = 30.0
+    writer_retries: int = 2
+    writer_instructions: str | None = None
+    writer_max_failures: int = 3
+    writer_max_model_calls: int = 40
+    writer_max_input_chars: int = 100_000
     backup_every: float | None = None
     backup_remote: str = "origin"
     shard_catalog: str | None = None
     replicas: tuple[str, ...] = ()
     replica_max_lag: float = 10.0
     breakers: dict[str, dict[str, Any]] | None = None
+
+    def __post_init__(self) -> None:
+        self.writer_config()  # a writer setting out of range fails when the server is configured, not at a run
 
     def open_options(self) -> dict[str, Any]:
         """Keyword arguments every store of this server is opened with."""
@@ -98,12 +110,19 @@ class ServerConfig:
         """Where the API keys are kept (None: this store has no default place for them)."""
         return Path(self.keys_file) if self.keys_file is not None else default_keys_path(self.store)
 
+    def writer_config(self) -> WriterConfig:
+        """This server's ``writer_*`` settings (refused here when out of range)."""
+        return WriterConfig(
+            extractor=self.writer_extractor, interval=self.writer_interval, policy=self.writer_policy,
+            timeout=self.writer_timeout, retries=self.writer_retries, instructions=self.writer_instructions,
+            max_failures=self.writer_max_failures, max_model_calls=self.writer_max_model_calls,
+            max_input_chars=self.writer_max_input_chars,
+        )  # fmt: skip
+
     def writer(self, memory: Memory) -> MemoryWriter:
-        """A memory writer on ``memory`` with this server's ``writer_*`` settings, running in the calling (worker)
-        thread: what each tenant's :class:`~engram.ops.services.TenantServices` builds once."""
-        extractor = extractor_from_spec(self.writer_extractor, os.environ.get("OPENAI_API_KEY"))  # a door reads it
-        return MemoryWriter(memory, extractor=extractor, interval=self.writer_interval,
-                            policy=self.writer_policy, background=False)  # type: ignore[arg-type]  # fmt: skip
+        """A memory writer on ``memory`` with this server's ``writer_*`` settings, running in its background worker:
+        what each tenant's :class:`~engram.ops.services.TenantServices` builds once."""
+        return self.writer_config().build(memory, api_key=os.environ.get("OPENAI_API_KEY"))  # a door reads it
 
 
 class Tenants:

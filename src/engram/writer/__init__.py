@@ -13,7 +13,7 @@ from engram.writer.openai import OpenAIExtractor
 from engram.writer.redact import redact
 from engram.writer.run import OUTCOMES
 from engram.writer.settings import WriterSettings
-from engram.writer.spec import extractor_from_spec
+from engram.writer.spec import WriterConfig, extractor_from_spec
 from engram.writer.traces import TraceSettings, read_trace
 from engram.writer.writer import Appended, AsyncMemoryWriter, Decision, MemoryWriter
 
@@ -34,6 +34,7 @@ __all__ = [
     "TraceSettings",
     "Turn",
     "Workspace",
+    "WriterConfig",
     "WriterMetrics",
     "WriterSettings",
     "extractor_from_spec",

@@ -414,7 +414,7 @@ class Run:
                     state.dead_letter = {"run": plan.run_id, "outcome": outcome, "error": record.get("error"),
                                          "failures": state.failures, "since": now_ms()}  # fmt: skip
                     letter.append(state.dead_letter)
-            state.settings = settings.summary(model_of(self.extractor))
+            state.settings = settings.summary(self.extractor)
             state.lease = None
             state.record(record)
             return True

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal, TypedDict
 
 from engram.errors import InvalidInputError
-from engram.writer.extract import Action
+from engram.writer.extract import Action, Extractor, model_of
 from engram.writer.traces import TraceSettings, default_dir
 
 PolicyName = Literal["auto", "review"]
@@ -114,12 +114,15 @@ class WriterSettings:
         :class:`~engram.writer.run.Run`)."""
         return self.policy == "auto"
 
-    def summary(self, model: str) -> dict[str, Any]:
-        """What a run used, as the target's state records it (``status`` shows it): the extractor's ``model`` and
-        the settings that shape a run (not the trace folder: a server path is not shown to callers)."""
-        return {
-            "model": model, "interval": self.interval, "policy": self.policy_name, "enabled": self.enabled,
-            "background": self.background, "instructions": self.instructions, "context_turns": self.context_turns,
+    def summary(self, extractor: Extractor | None) -> dict[str, Any]:
+        """What a run used, as the target's state records it (``status`` shows it): the extractor's model (and a
+        model client's timeout and retries) and the settings that shape a run (not the trace folder: a server
+        path is not shown to callers)."""
+        client = {name: getattr(extractor, name) for name in ("timeout", "retries") if hasattr(extractor, name)}
+        return client | {
+            "model": model_of(extractor), "interval": self.interval, "policy": self.policy_name,
+            "enabled": self.enabled, "background": self.background, "instructions": self.instructions,
+            "context_turns": self.context_turns,
             "memory_budget_tokens": self.memory_budget_tokens, "turn_budget_tokens": self.turn_budget_tokens,
             "max_failures": self.max_failures, "max_model_calls": self.max_model_calls,
             "max_input_chars": self.max_input_chars, "merge_attempts": self.merge_attempts,

@@ -276,6 +276,10 @@ class MemoryWriter:
             self._worker.listeners.emit("queued", {"target": tid, "pending": pending})
         return Decision("queued", pending=pending)
 
+    def busy(self, target: Sequence[str] | str) -> bool:
+        """True while ``target`` has a run queued or running in this writer's background worker."""
+        return self._worker.busy(target_id(target))
+
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the runs queued in the background to finish (at most ``timeout`` seconds); True when they did."""
         return self._worker.wait(timeout)
@@ -448,9 +452,9 @@ class MemoryWriter:
             "model": self.extractor_model, "pending_turns": pending, "pending_messages": turns,
             "in_flight": None if state.lease is None else state.lease.dict() | {
                 "expired": state.lease.expired(now_ms())},
-            "queued": self._worker.busy(tid),
+            "queued": self.busy(tid),
             "failures": state.failures, "dead_letter": state.dead_letter,
-            "settings": self.settings.summary(self.extractor_model), "last_run_settings": state.settings,
+            "settings": self.settings.summary(self.extractor), "last_run_settings": state.settings,
             "watermarks": {cid: w.dict() for cid, w in sorted(state.watermarks.items())},
             "last_run": state.last_run,
         }  # fmt: skip
