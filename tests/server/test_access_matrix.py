@@ -218,6 +218,12 @@ ROUTES: dict[tuple[str, str], Entry] = {
     ("POST", "/v1/writer/{target}/run-now"): Entry(
         "writer", "write", lambda w, k, t: (f"/v1/writer/{_dot(t)}/run-now", {})
     ),
+    ("GET", "/v1/writer/{target}/events"): Entry(
+        "writer", "read", lambda w, k, t: (f"/v1/writer/{_dot(t)}/events", {"params": {"timeout": 0.3}})
+    ),
+    ("POST", "/v1/writer/{target}/retry"): Entry(
+        "writer", "write", lambda w, k, t: (f"/v1/writer/{_dot(t)}/retry", {})
+    ),
     ("GET", "/v1/writer/{target}/memories"): Entry(
         "writer", "read", lambda w, k, t: (f"/v1/writer/{_dot(t)}/memories", {"params": {"query": "MARK"}})
     ),

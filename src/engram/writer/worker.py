@@ -48,15 +48,16 @@ class Worker(Generic[T]):
     writer's event listeners."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # a listener that ``announce`` calls may ask whether a target is busy
         self.listeners = Listeners()
         self._executor: ThreadPoolExecutor | None = None
         self._futures: dict[str, Future[T]] = {}
         self._again: set[str] = set()
 
-    def submit(self, target: str, job: Job[T]) -> bool:
-        """Queue ``job`` for ``target``; when the target's work is already queued or running, mark it to run once
-        more instead. Returns True when a new job was queued."""
+    def submit(self, target: str, job: Job[T], announce: Callable[[], None] | None = None) -> bool:
+        """Queue ``job`` for ``target`` (calling ``announce`` first, so it comes before anything the job reports);
+        when the target's work is already queued or running, mark it to run once more instead. Returns True when
+        a new job was queued."""
         with self.lock:
             future = self._futures.get(target)
             if future is not None and not future.done():
@@ -64,6 +65,8 @@ class Worker(Generic[T]):
                 return False
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(1, thread_name_prefix="engram-writer")
+            if announce is not None:
+                announce()
             self._futures[target] = self._executor.submit(self._loop, target, job)
             return True
 

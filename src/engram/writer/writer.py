@@ -272,8 +272,9 @@ class MemoryWriter:
             ran = decision.run is not None and decision.run.get("outcome") not in FAILURES
             return decision, ran  # a successful run re-checks what became due meanwhile
 
-        if self._worker.submit(tid, job):
-            self._worker.listeners.emit("queued", {"target": tid, "pending": pending})
+        self._worker.submit(
+            tid, job, lambda: self._worker.listeners.emit("queued", {"target": tid, "pending": pending})
+        )
         return Decision("queued", pending=pending)
 
     def busy(self, target: Sequence[str] | str) -> bool:
