@@ -66,3 +66,47 @@ def test_writer_mistakes_are_one_line(run) -> None:  # type: ignore[no-untyped-d
                  ["writer", "append", "nobody", "user", "hi"]):  # fmt: skip
         code, out = run(*args)
         assert code != 0 and "Traceback" not in out and out.strip(), args
+
+
+def test_runs_say_what_was_decided_after_a_review(run) -> None:  # type: ignore[no-untyped-def]
+    _chat(run, "--policy", "review")
+    run("writer", "--policy", "review", "run-now", "users/alice")
+    [record] = json.loads(run("writer", "runs", "users/alice", "--json")[1])
+    run("writer", "approve", "users/alice", record["id"])
+    out = run("writer", "runs", "users/alice")[1]
+    assert "approved" in out and "approve/reject" not in out
+
+
+@pytest.mark.parametrize("value", ["0", "51"])
+def test_an_interval_out_of_range_is_refused_with_the_range(run, value) -> None:  # type: ignore[no-untyped-def]
+    code, out = run("writer", "--interval", value, "status", "users/alice")
+    assert code == 2 and "1<=x<=50" in out
+
+
+def test_status_names_the_run_in_flight_and_a_dead_letter(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import engram
+    from engram.writer.state import Lease, StateStore, WriterState
+
+    _chat(run)
+    mem = engram.open(str(tmp_path / "store"), embedder="hashing")
+
+    def hold(state: WriterState) -> bool:
+        state.lease = Lease("r-123", "elsewhere:1:x", 0, 2**62)
+        state.failures, state.dead_letter = 3, {"run": "r-122", "outcome": "no_tool_call", "failures": 3}
+        return True
+
+    StateStore(mem.repo, "users.alice").update(hold, "test")
+    mem.close()
+    out = run("writer", "status", "users/alice")[1]
+    assert "run r-123 in flight" in out and "None" not in out
+    assert "dead-lettered after 3 failed runs" in out and "engram writer retry users/alice" in out
+
+
+def test_help_names_the_message_id_format_and_the_settings(run) -> None:  # type: ignore[no-untyped-def]
+    assert "<conversation>:<n>" in run("writer", "append", "--help")[1]
+    helped = run("writer", "--help")[1]
+    for option in ("--timeout", "--retries", "--instructions", "--max-failures", "--max-model-calls"):
+        assert option in helped
+    served = CliRunner().invoke(cli, ["serve", "--help"]).output
+    assert "--writer-timeout" in served and "--writer-max-input-chars" in served
+    assert "--writer-interval" in CliRunner().invoke(cli, ["mcp", "--help"]).output
