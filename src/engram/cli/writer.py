@@ -1,7 +1,8 @@
 """``engram writer``: feed conversations to the background memory writer and review its runs.
 
-The writer's settings (extractor, interval, policy) are options of the group, given on each call; runs happen
-in the command's own process (``append`` runs the writer when the turn makes a run due).
+The writer's settings (extractor, interval, policy, trace folder) are options of the group, given on each call;
+runs happen in the command's own process (``append`` runs the writer when the turn makes a run due), and its log
+lines go to stderr at ``--log-level``.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import click
 from rich.markup import escape
 
 from engram.cli._common import emit, friendly, opened_url, out, plural, store_of, when
-from engram.store.connect import local_file
+from engram.logs import LEVELS, log_to_stderr
 from engram.writer import MemoryWriter, extractor_from_spec
+from engram.writer.traces import run_trace, store_dir
 from engram.writer.writer import Decision
 
 
@@ -28,10 +30,13 @@ from engram.writer.writer import Decision
 @click.option("--interval", default=2, show_default=True, help="Completed assistant turns between runs (1..50).")
 @click.option("--policy", type=click.Choice(["auto", "review"]), default="auto", show_default=True,
               help="auto: merge each run at once; review: leave it on a branch for approve/reject.")  # fmt: skip
-@click.option("--traces", type=click.Path(file_okay=False, path_type=Path),
-              help="Where failed runs leave their traces (default: writer-traces beside the store).")  # fmt: skip
+@click.option("--traces", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              help="Where failed runs leave their traces: a new or empty folder, or one engram made (default: "
+                   "<db name>-traces beside the store's file).")  # fmt: skip
+@click.option("--log-level", default="warning", show_default=True, type=click.Choice(LEVELS),
+              help="The writer's log lines on stderr (runs: info; skips: debug; failures: warning).")  # fmt: skip
 @click.pass_context
-def writer(ctx: click.Context, extractor: str, interval: int, policy: str, traces: Path | None) -> None:
+def writer(ctx: click.Context, extractor: str, interval: int, policy: str, traces: Path | None, log_level: str) -> None:
     """The background memory writer: conversations in, reviewed memories out.
 
     \b
@@ -42,7 +47,9 @@ def writer(ctx: click.Context, extractor: str, interval: int, policy: str, trace
       engram writer --policy review run-now users/alice
       engram writer runs users/alice
       engram writer approve users/alice RUN_ID
+      engram writer trace users/alice RUN_ID
     """
+    log_to_stderr(log_level)
     ctx.obj["writer_options"] = {"extractor": extractor, "interval": interval, "policy": policy, "traces": traces}
 
 
@@ -50,9 +57,7 @@ def writer(ctx: click.Context, extractor: str, interval: int, policy: str, trace
 def _writer(ctx: click.Context, *, create: bool = False) -> Iterator[MemoryWriter]:
     options = ctx.obj["writer_options"]
     mem = store_of(ctx, create=create)
-    traces = options["traces"]
-    if traces is None and (found := local_file(opened_url(ctx))) is not None:
-        traces = found.parent / "writer-traces"
+    traces = options["traces"] if options["traces"] is not None else store_dir(opened_url(ctx))
     extractor = extractor_from_spec(options["extractor"], api_key=os.environ.get("OPENAI_API_KEY"))
     made = MemoryWriter(mem, extractor=extractor, interval=options["interval"],
                         policy=options["policy"], background=False, trace_dir=traces)  # fmt: skip
@@ -154,6 +159,17 @@ def show(ctx: click.Context, target: str, run_id: str) -> None:
     """One run's record as JSON (its commit: `engram show COMMIT`)."""
     with _writer(ctx) as made:
         emit(made.run(target.replace("/", "."), run_id))
+
+
+@writer.command()
+@click.argument("target")
+@click.argument("run_id")
+@click.pass_context
+@friendly
+def trace(ctx: click.Context, target: str, run_id: str) -> None:
+    """A failed run's trace as JSON (redacted): prompts, model calls and replies, tool calls, actions."""
+    with _writer(ctx) as made:
+        emit(run_trace(made.traces, made.run(target.replace("/", "."), run_id)))
 
 
 @writer.command()

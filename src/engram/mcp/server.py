@@ -24,12 +24,13 @@ from mcp.shared.exceptions import MCPError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engram.errors import AuthenticationError, EngramError, MergeConflictError
+from engram.logs import uvicorn_config
 from engram.mcp.channel_tools import CHANNEL_TOOLS
 from engram.mcp.registry import Registry, Tool, join
 from engram.mcp.tools import MEMORY_TOOLS
 from engram.mcp.writer_tools import WRITER_TOOLS
 from engram.ops.access import LOCAL, KeyRing, Principal, authenticate, key_from_headers
-from engram.ops.services import TenantServices
+from engram.ops.services import TenantServices, WriterFactory, offline_writer
 from engram.ops.tenants import TenantPool
 from engram.store import Memory
 from engram.store.serialize import conflict_json
@@ -133,9 +134,12 @@ class KeyedAccess:
     tenants: TenantPool
 
 
-def build_server(memory: Memory | None = None, *, access: KeyedAccess | None = None) -> Server[Any]:
+def build_server(
+    memory: Memory | None = None, *, access: KeyedAccess | None = None, writer: WriterFactory = offline_writer
+) -> Server[Any]:
     """An MCP server (the SDK's low-level :class:`~mcp.server.Server`) whose tools act on ``memory``, or with
-    ``access`` on the store of the tenant each request's API key names.
+    ``access`` on the store of the tenant each request's API key names. ``writer`` builds the memory writer of
+    ``memory`` (with ``access``, the pool's factory builds each tenant's).
 
     Writes go to the handle's branch unless a tool call names another; run it with :func:`serve_stdio`,
     :func:`serve_http`, or in-process with ``mcp.Client(server)``.
@@ -143,7 +147,7 @@ def build_server(memory: Memory | None = None, *, access: KeyedAccess | None = N
     if (memory is None) == (access is None):
         raise ValueError("build_server takes a memory, or access (keys and tenants), not both")
     listed = [tool.describe() for tool in TOOLS.values()]
-    served = None if memory is None else TenantServices(memory)  # the one store's services, for every call
+    served = None if memory is None else TenantServices(memory, writer)  # the one store's services, for every call
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -227,11 +231,15 @@ def http_app(server: Server[Any], *, host: str = "127.0.0.1", keyring: KeyRing |
 
 
 async def serve_http(
-    server: Server[Any], *, host: str = "127.0.0.1", port: int = 8765, keyring: KeyRing | None = None
-) -> None:
-    """Serve clients over streamable HTTP at :func:`http_url` until interrupted."""
+    server: Server[Any], *, host: str = "127.0.0.1", port: int = 8765, keyring: KeyRing | None = None,
+    log_level: str = "warning",
+) -> None:  # fmt: skip
+    """Serve clients over streamable HTTP at :func:`http_url` until interrupted; uvicorn's lines and engram's own
+    (the memory writer's runs ...) at ``log_level`` and above go to stderr (no access log: every call is a POST)."""
     app = http_app(server, host=host, keyring=keyring)
-    await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
+                            log_config=uvicorn_config(uvicorn.config.LOGGING_CONFIG, log_level))  # fmt: skip
+    await uvicorn.Server(config).serve()
 
 
 __all__ = [

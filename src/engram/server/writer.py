@@ -3,6 +3,8 @@
 A turn appended with ``POST /v1/conversations/{id}/turns`` runs the writer when it makes a run due, and the
 response carries the run (call it off your app's hot path). The writer's settings are the server's
 (:class:`~engram.server.config.ServerConfig` ``writer_*``); writes need the ``write`` scope, reads ``read``.
+A run record's ``trace`` is a trace id, never a server path: ``GET /v1/writer/{target}/runs/{run_id}/trace``
+returns the redacted trace from the tenant's own trace folder.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from engram.server.errors import StrictRoute
 from engram.server.schemas import responses
 from engram.writer import MemoryWriter
 from engram.writer.state import target_namespace
+from engram.writer.traces import run_trace
 
 routes = APIRouter(route_class=StrictRoute, tags=["writer"], responses=responses())  # every error documented
 Target = Annotated[str, PathParam(description="the target namespace, dot-joined (users.alice)", min_length=1)]
@@ -107,6 +110,14 @@ async def writer_run(caller: Read, target: Target, run_id: str) -> dict[str, Any
     """One run's record."""
     writer = _writer(caller, target)
     return await run(lambda: writer.run(target, run_id))
+
+
+@routes.get("/v1/writer/{target}/runs/{run_id}/trace")
+async def writer_run_trace(caller: Read, target: Target, run_id: str) -> dict[str, Any]:
+    """One run's trace (redacted JSON: prompts, model calls, tool calls, actions); 404 when the run left none or
+    it was pruned."""
+    writer = _writer(caller, target)
+    return await run(lambda: run_trace(writer.traces, writer.run(target, run_id)))
 
 
 @routes.post("/v1/writer/{target}/runs/{run_id}/approve")
