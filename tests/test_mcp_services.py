@@ -34,7 +34,7 @@ def _data(result: Any) -> dict[str, Any]:
 async def test_mcp_tool_calls_of_a_tenant_share_its_services(tmp_path: Path) -> None:
     built: list[Memory] = []
 
-    def writer(memory: Memory) -> MemoryWriter:
+    def writer(memory: Memory, tenant: str) -> MemoryWriter:
         built.append(memory)
         return MemoryWriter(memory, extractor=OfflineExtractor(), background=False)
 

@@ -14,7 +14,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "engram"
 #: DESIGN.md §2, bottom to top: a module may import its own layer and the layers below, never one above.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("engram.errors", "engram.hashing", "engram.codec", "engram.clock", "engram._refs", "engram.redaction",
-     "engram.observe", "engram.breakers", "engram.runtime", "engram._filter_cases", "engram._names"),  # base
+     "engram.logs", "engram.observe", "engram.breakers", "engram.runtime", "engram._filter_cases",
+     "engram._names"),  # base
     ("engram.backends", "engram.testing"),  # storage (and its contract suite)
     ("engram.tree",),
     ("engram.objects", "engram.maintenance", "engram.repo"),  # versioning

@@ -28,7 +28,7 @@ class ClosingExtractor(OfflineExtractor):
 def test_pool_services_one_per_tenant_and_closed_with_the_pool(tmp_path: Path) -> None:
     built: list[MemoryWriter] = []
 
-    def writer(memory: Memory) -> MemoryWriter:
+    def writer(memory: Memory, tenant: str) -> MemoryWriter:
         built.append(MemoryWriter(memory, extractor=ClosingExtractor(), background=False))
         return built[-1]
 

@@ -209,6 +209,9 @@ ROUTES: dict[tuple[str, str], Entry] = {
     ("GET", "/v1/writer/{target}/runs/{run_id}"): Entry(
         "writer_missing", "read", lambda w, k, t: (f"/v1/writer/{_dot(t)}/runs/norun", {}), succeeds=False
     ),
+    ("GET", "/v1/writer/{target}/runs/{run_id}/trace"): Entry(
+        "writer_missing", "read", lambda w, k, t: (f"/v1/writer/{_dot(t)}/runs/norun/trace", {}), succeeds=False
+    ),
     ("POST", "/v1/writer/{target}/runs/{run_id}/approve"): Entry(
         "writer_missing", "write", lambda w, k, t: (f"/v1/writer/{_dot(t)}/runs/norun/approve", {}), succeeds=False
     ),

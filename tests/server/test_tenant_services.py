@@ -24,9 +24,9 @@ class CountingConfig(ServerConfig):
 
     built: list[Memory] = field(default_factory=list)
 
-    def writer(self, memory: Memory) -> MemoryWriter:
+    def writer(self, memory: Memory, trace_dir: Path | None = None) -> MemoryWriter:
         self.built.append(memory)
-        return super().writer(memory)
+        return super().writer(memory, trace_dir)
 
 
 def _bearer(secret: str) -> dict[str, str]:

@@ -10,6 +10,7 @@ from typing import Any
 from engram.store import Memory
 from engram.writer import MemoryWriter, OpenAIExtractor, read_trace
 from engram.writer.scripted import Reply, ScriptedModelServer
+from engram.writer.traces import trace_path
 
 BOB = ("users", "bob")
 
@@ -65,13 +66,13 @@ def test_openai_tool_loop_with_a_stale_write_rereads_and_continues(wmem: Memory,
     assert wmem.get(BOB, "city").sources == ("c1:1",)
     assert requests[0]["model"] == "scripted" and requests[0]["tools"]
     assert "Bob lives in Rome" in requests[0]["messages"][1]["content"]  # the prompt carries current memories
-    trace = read_trace(run["trace"])
+    trace = read_trace(writer.traces, run["trace"])
     assert [c["name"] for c in trace["steps"][0]["tool_calls"]][:3] == [
         "search_memories",
         "write_memory",
         "read_memory",
     ]
-    assert "sk-test" not in Path(run["trace"]).read_text()
+    assert "sk-test" not in trace_path(writer.traces.directory, run["trace"]).read_text()
 
 
 def _next(script: list[Any], body: dict[str, Any]) -> Reply:
@@ -92,7 +93,7 @@ def test_openai_server_errors_exhaust_retries_fail_with_trace_and_lose_no_turn(w
         writer = writer_for(wmem, tmp_path, server.url, metrics)
         run = turn(writer, "I bought a sailboat last week.")
     assert run["outcome"] == "model_error" and "503" in run["error"] and len(server.requests) == 3
-    trace = read_trace(run["trace"])
+    trace = read_trace(writer.traces, run["trace"])
     assert [c["status"] for c in trace["steps"][0]["model_calls"]] == [503, 503, 503]
     assert writer.lag(BOB) == 1 and writer.memories_for(BOB, "sailboat", 500) == []
     with ScriptedModelServer([Reply.tools(("write_memory", {"text": "Bob bought a sailboat"})),
@@ -107,7 +108,7 @@ def test_openai_all_timeouts_record_a_timeout(wmem: Memory, tmp_path: Path, metr
     with ScriptedModelServer([Reply(delay=1.0)] * 2) as server:
         writer = writer_for(wmem, tmp_path, server.url, metrics, timeout=0.3, retries=1)
         run = turn(writer, "hello")
-    assert run["outcome"] == "timeout" and Path(run["trace"]).exists()
+    assert run["outcome"] == "timeout" and read_trace(writer.traces, run["trace"])["outcome"] == "timeout"
 
 
 def test_openai_malformed_tool_calls_are_answered_then_too_many_fail(wmem: Memory, tmp_path: Path, metrics):

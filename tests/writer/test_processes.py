@@ -12,7 +12,7 @@ import workers
 from processes import race
 
 import engram
-from engram.writer import MemoryWriter, OfflineExtractor
+from engram.writer import MemoryWriter, OfflineExtractor, read_trace
 from engram.writer.state import StateStore
 
 
@@ -61,7 +61,7 @@ def test_sigkill_mid_run_makes_the_next_turn_due_and_loses_nothing(wurl: str, tm
     decision = writer.append("c1", "assistant", "ok")
     assert decision.run is not None and decision.run["outcome"] == "merged"
     old = writer.run(workers.TARGET, crashed)
-    assert old["outcome"] == "crashed" and Path(old["trace"]).exists()
+    assert old["outcome"] == "crashed" and read_trace(writer.traces, old["trace"])["outcome"] == "crashed"
     assert any("lander" in m.text for m in writer.memories_for(workers.TARGET, "lander May", 1000))
     assert writer.lag(workers.TARGET) == 0 and not [b for b in mem.branches() if b.startswith("writer/")]
     mem.close()

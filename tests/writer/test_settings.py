@@ -28,10 +28,10 @@ def test_settings_are_frozen_and_normalised() -> None:
 
 
 def test_settings_given_or_as_keywords_build_the_same_writer(wmem: Memory, tmp_path: Path, metrics: WriterMetrics):
-    settings = WriterSettings(interval=1, policy="review", background=False, trace_dir=tmp_path)
+    settings = WriterSettings(interval=1, policy="review", background=False, trace_dir=tmp_path / "traces")
     given = MemoryWriter(wmem, extractor=OfflineExtractor(), metrics=metrics, settings=settings)
     keywords = MemoryWriter(wmem, extractor=OfflineExtractor(), metrics=metrics, interval=1, policy="review",
-                            background=False, trace_dir=tmp_path)  # fmt: skip
+                            background=False, trace_dir=tmp_path / "traces")  # fmt: skip
     assert given.settings == keywords.settings and given.interval == 1 and given.policy_name == "review"
     overridden = MemoryWriter(wmem, metrics=metrics, settings=settings, interval=3)
     assert overridden.settings == dataclasses.replace(settings, interval=3) and settings.interval == 1

@@ -16,6 +16,7 @@ from engram.store import Memory
 from engram.writer import ExtractRequest, MemoryWriter, OfflineExtractor, Workspace, WriterMetrics, read_trace
 from engram.writer.extract import chunk_turns
 from engram.writer.state import StateStore
+from engram.writer.traces import trace_path
 
 ALICE = ("users", "alice")
 
@@ -175,7 +176,7 @@ def test_writer_auto_policy_retries_on_the_new_head_after_a_conflict(wmem: Memor
     # the second attempt sees the key exists: an add without its version is refused, so the run reports it
     assert Racing.attempts == 2 and run["outcome"] == "policy_violation"
     assert wmem.get(ALICE, "db").value["text"] == "the project uses MySQL"
-    assert writer.lag(ALICE) == 1 and Path(run["trace"]).exists()
+    assert writer.lag(ALICE) == 1 and read_trace(writer.traces, run["trace"])["run"] == run["id"]
 
 
 def test_writer_chunks_large_input_never_drops(wmem: Memory, tmp_path: Path, metrics):
@@ -219,9 +220,9 @@ def test_writer_redacts_secrets_from_memories_logs_and_traces(wmem, tmp_path, me
     assert run["outcome"] == "model_error" and writer.lag(ALICE) == 1
     stored = writer.conversations.turns("c1", 1, 1)[0].text
     assert secret not in stored and "hunter22" not in stored
-    trace = Path(run["trace"]).read_text()
+    trace = trace_path(writer.traces.directory, run["trace"]).read_text()
     assert secret not in trace and "[REDACTED" in trace
-    assert read_trace(run["trace"])["outcome"] == "model_error"
+    assert read_trace(writer.traces, run["trace"])["outcome"] == "model_error"
     assert not any(secret in r.getMessage() for r in caplog.records)
     writer.extractor = OfflineExtractor()
     assert writer.run_now(ALICE).run["outcome"] in ("merged", "no_new_memories")
@@ -243,7 +244,7 @@ def test_writer_traces_size_cap_and_retention(wmem: Memory, tmp_path: Path, metr
     files = sorted((tmp_path / "traces").glob("*.json"))
     assert len(files) == 2 and all(f.stat().st_size <= 4_000 for f in files)
     assert json.loads(files[-1].read_text())["truncated"] is True
-    assert {Path(r["trace"]).name for r in runs[1:]} == {f.name for f in files}
+    assert {trace_path(tmp_path / "traces", r["trace"]).name for r in runs[1:]} == {f.name for f in files}
 
 
 def test_writer_success_traces_are_opt_in(wmem: Memory, tmp_path: Path, metrics):
@@ -251,7 +252,7 @@ def test_writer_success_traces_are_opt_in(wmem: Memory, tmp_path: Path, metrics)
     quiet.start_conversation("c1", ALICE)
     assert exchange(quiet, "c1", "I like long walks by the river.").run["trace"] is None
     loud = make(wmem, tmp_path, metrics, interval=1, trace_successes=True)
-    trace = read_trace(exchange(loud, "c1", "I like green tea a lot.").run["trace"])
+    trace = read_trace(loud.traces, exchange(loud, "c1", "I like green tea a lot.").run["trace"])
     assert trace["outcome"] == "merged" and trace["steps"][0]["tool_calls"]
 
 

@@ -8,6 +8,8 @@ binds to 127.0.0.1 only, whatever ``--host`` says.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -15,12 +17,15 @@ from typing import Any
 import anyio
 import click
 
-from engram.cli._common import err, friendly, locate, loopback_only, store_of, vector_cache_of
+from engram.cli._common import err, friendly, locate, loopback_only, opened_url, store_of, vector_cache_of
 from engram.cli._writer import writer_config, writer_options
+from engram.logs import LEVELS, log_to_stderr
 from engram.mcp import KeyedAccess, build_server, http_url, serve_http, serve_stdio
 from engram.ops.access import KeyRing, default_keys_path
-from engram.ops.services import WriterFactory
 from engram.ops.tenants import TenantPool, store_opener
+from engram.store import Memory, tenant_url
+from engram.writer import MemoryWriter, WriterConfig
+from engram.writer.traces import store_dir
 
 
 @click.command(name="mcp")
@@ -35,10 +40,14 @@ from engram.ops.tenants import TenantPool, store_opener
 @click.option("--port", type=int, default=8765, show_default=True, help="HTTP: the port to listen on.")
 @click.option("--keys-file", envvar="ENGRAM_KEYS_FILE", type=click.Path(dir_okay=False, path_type=Path),
               help="HTTP: API keys file (default: <store dir>/keys.json, as `engram serve`).")  # fmt: skip
+@click.option("--log-level", default="info", show_default=True, type=click.Choice(LEVELS),
+              help="engram's log lines (writer runs: info; skips: debug) on stderr, never stdout.")  # fmt: skip
 @writer_options("writer-")
 @click.pass_context
 @friendly
-def command(ctx: click.Context, /, transport: str, host: str, port: int, keys_file: Path | None, **writer: Any) -> None:
+def command(
+    ctx: click.Context, /, transport: str, host: str, port: int, keys_file: Path | None, log_level: str, **writer: Any
+) -> None:
     """Serve the memory to MCP clients (Claude Desktop, IDEs, agents) over stdio or streamable HTTP.
 
     \b
@@ -47,12 +56,12 @@ def command(ctx: click.Context, /, transport: str, host: str, port: int, keys_fi
       engram mcp --transport http --port 8765    # clients connect to http://127.0.0.1:8765/mcp
     """
     config = writer_config(writer, "writer-")  # a bad writer setting fails before anything starts
-    factory = partial(config.build, api_key=os.environ.get("OPENAI_API_KEY"))
     if transport == "stdio":  # stdout carries the protocol: only stderr for people
+        log_to_stderr(log_level)
         memory = store_of(ctx, create=True)
         err.print(f"engram MCP server on stdio, branch {memory.branch}")
         try:
-            anyio.run(serve_stdio, build_server(memory, writer=factory))
+            anyio.run(serve_stdio, build_server(memory, writer=_local_writer(ctx, config)))
         except KeyboardInterrupt:
             pass
         finally:
@@ -62,31 +71,47 @@ def command(ctx: click.Context, /, transport: str, host: str, port: int, keys_fi
     path = keys_file or default_keys_path(url)
     keyring = KeyRing(path) if path is not None else None
     if keyring is None or not keyring.keys():
-        _serve_local(ctx, host, port, factory)
+        _serve_local(ctx, host, port, log_level, config)
         return
     opts = ctx.find_root().params
     embedder = opts.get("embedder") or "auto"
     opener = store_opener(
         url, local=False, embedder=embedder, redis=opts.get("redis"), vector_cache=vector_cache_of(ctx)
     )
-    tenants = TenantPool(opener, writer=factory)
+    tenants = TenantPool(opener, writer=partial(_tenant_writer, url, config))
     err.print(f"engram MCP server at {http_url(host, port)} (API keys from {path}; Ctrl+C stops it)", soft_wrap=True)
     try:
         anyio.run(partial(serve_http, build_server(access=KeyedAccess(keyring, tenants)), host=host, port=port,
-                          keyring=keyring))  # fmt: skip
+                          keyring=keyring, log_level=log_level))  # fmt: skip
     except KeyboardInterrupt:
         pass
     finally:
         tenants.close()
 
 
-def _serve_local(ctx: click.Context, host: str, port: int, writer: WriterFactory) -> None:
+def _local_writer(ctx: click.Context, config: WriterConfig) -> Callable[[Memory, str], MemoryWriter]:
+    """The writer factory of the one store served (opened): its traces inside that store."""
+    url = opened_url(ctx)
+    return lambda memory, tenant: _built(config, memory, store_dir(url, tenant))
+
+
+def _tenant_writer(url: str | None, config: WriterConfig, memory: Memory, tenant: str) -> MemoryWriter:
+    """A tenant's writer, its traces in the tenant's own store."""
+    return _built(config, memory, store_dir(tenant_url(url, tenant), tenant))
+
+
+def _built(config: WriterConfig, memory: Memory, traces: Path) -> MemoryWriter:
+    return replace(config, trace_dir=traces).build(memory, api_key=os.environ.get("OPENAI_API_KEY"))
+
+
+def _serve_local(ctx: click.Context, host: str, port: int, log_level: str, config: WriterConfig) -> None:
     host = loopback_only(host)
     memory = store_of(ctx, create=True)
     err.print(f"engram MCP server at {http_url(host, port)}, branch {memory.branch}, no API keys: local access only "
               "(Ctrl+C stops it)", soft_wrap=True)  # fmt: skip
     try:
-        anyio.run(partial(serve_http, build_server(memory, writer=writer), host=host, port=port))
+        anyio.run(partial(serve_http, build_server(memory, writer=_local_writer(ctx, config)), host=host, port=port,
+                          log_level=log_level))  # fmt: skip
     except KeyboardInterrupt:
         pass
     finally:

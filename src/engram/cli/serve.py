@@ -18,6 +18,7 @@ from rich.markup import escape
 from engram.cli._common import err, friendly, loopback_only, out, served_store, vector_cache_of
 from engram.cli._writer import writer_options
 from engram.errors import ConfigError, InvalidInputError
+from engram.logs import LEVELS, uvicorn_config
 from engram.ops.access import SCOPES, KeyRing
 from engram.ops.schedule import parse_duration
 from engram.ops.tenants import MAX_OPEN
@@ -72,10 +73,12 @@ def _config(ctx: click.Context, keys_file: Path | None, max_body: int = MiB, **e
               help="Seconds after a write when the branch's search index is updated in the background.")  # fmt: skip
 @click.option("--no-background-index", is_flag=True, help="Update search indexes only when a search needs them.")
 @writer_options("writer-")
+@click.option("--writer-traces", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              help="Keep each tenant's writer traces in DIR/<tenant> (default: in each tenant's store).")  # fmt: skip
 @click.option("--header-timeout", default=HEADER_TIMEOUT, show_default=True, type=click.FloatRange(0, min_open=True),
               metavar="SECONDS", help="Close a connection whose request line and headers take longer.")  # fmt: skip
-@click.option("--log-level", default="info", show_default=True,
-              type=click.Choice(["critical", "error", "warning", "info", "debug"]))  # fmt: skip
+@click.option("--log-level", default="info", show_default=True, type=click.Choice(LEVELS),
+              help="The server's and engram's own log lines (writer runs: info; skips: debug), on stderr.")  # fmt: skip
 @click.option("--backup-every", type=Duration(), metavar="DURATION",
               help="Back up the store every DURATION (30m, 6h, 24h, 7d); now if the last backup is older.")  # fmt: skip
 @click.option("--backup-remote", default="origin", show_default=True, help="Remote name or URL of --backup-every.")
@@ -89,11 +92,13 @@ def _config(ctx: click.Context, keys_file: Path | None, max_body: int = MiB, **e
 @friendly
 def serve(
     ctx: click.Context, /, host: str, port: int, keys_file: Path | None, max_body: int, max_tenants: int,
-    index_delay: float, no_background_index: bool, header_timeout: float, log_level: str, backup_every: float | None,
-    backup_remote: str, shard_catalog: str | None, replicas: tuple[str, ...], replica_max_lag: float, **writer: Any,
+    index_delay: float, no_background_index: bool, writer_traces: Path | None, header_timeout: float, log_level: str,
+    backup_every: float | None, backup_remote: str, shard_catalog: str | None, replicas: tuple[str, ...],
+    replica_max_lag: float, **writer: Any,
 ) -> None:  # fmt: skip
     """Serve the HTTP API: LangGraph's store routes, /v1 versioning routes, docs at /docs."""
     import uvicorn
+    from uvicorn.config import LOGGING_CONFIG
 
     delay = None if no_background_index else index_delay
     if ctx.get_parameter_source("backup_remote") is ParameterSource.COMMANDLINE and backup_every is None:
@@ -101,7 +106,8 @@ def serve(
     if writer["writer_extractor"] == "none":
         writer["writer_extractor"] = None
     config = _config(ctx, keys_file, max_body, max_tenants=max_tenants, index_delay=delay, backup_every=backup_every,
-                     backup_remote=backup_remote, shard_catalog=shard_catalog, **writer)  # fmt: skip
+                     backup_remote=backup_remote, shard_catalog=shard_catalog, writer_traces=writer_traces,
+                     **writer)  # fmt: skip
     config.replicas, config.replica_max_lag = replicas, replica_max_lag  # read replicas
     app = create_app(config)
     app.state.engram.tenants.probe()  # open the store now: a bad --store fails here, with one line
@@ -115,7 +121,8 @@ def serve(
         escape(f"engram serving http://{shown}:{port} (store {config.store or './.engram'}, docs at /docs; {access})"),
         soft_wrap=True,
     )
-    uvicorn.run(app, host=host, port=port, log_level=log_level, **uvicorn_options(header_timeout))
+    uvicorn.run(app, host=host, port=port, log_level=log_level, log_config=uvicorn_config(LOGGING_CONFIG, log_level),
+                **uvicorn_options(header_timeout))  # fmt: skip
 
 
 def _ring(ctx: click.Context) -> KeyRing:

@@ -1,7 +1,8 @@
 """``engram writer``: feed conversations to the background memory writer and review its runs.
 
-The writer's settings (extractor, interval, policy) are options of the group, given on each call; runs happen
-in the command's own process (``append`` runs the writer when the turn makes a run due).
+The writer's settings (extractor, interval, policy, trace folder) are options of the group, given on each call;
+runs happen in the command's own process (``append`` runs the writer when the turn makes a run due), and its log
+lines go to stderr at ``--log-level``.
 """
 
 from __future__ import annotations
@@ -18,17 +19,21 @@ from rich.markup import escape
 
 from engram.cli._common import emit, friendly, opened_url, out, plural, store_of, when
 from engram.cli._writer import writer_config, writer_options
-from engram.store.connect import local_file
+from engram.logs import LEVELS, log_to_stderr
 from engram.writer import MemoryWriter
+from engram.writer.traces import run_trace, store_dir
 from engram.writer.writer import Decision
 
 
 @click.group()
 @writer_options()
-@click.option("--traces", type=click.Path(file_okay=False, path_type=Path),
-              help="Where failed runs leave their traces (default: writer-traces beside the store).")  # fmt: skip
+@click.option("--traces", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              help="Where failed runs leave their traces: a new or empty folder, or one engram made (default: "
+                   "<db name>-traces beside the store's file).")  # fmt: skip
+@click.option("--log-level", default="warning", show_default=True, type=click.Choice(LEVELS),
+              help="The writer's log lines on stderr (runs: info; skips: debug; failures: warning).")  # fmt: skip
 @click.pass_context
-def writer(ctx: click.Context, /, traces: Path | None, **settings: Any) -> None:
+def writer(ctx: click.Context, /, traces: Path | None, log_level: str, **settings: Any) -> None:
     """The background memory writer: conversations in, reviewed memories out.
 
     The options are the writer's settings, the same as `engram serve --writer-*` and `engram mcp --writer-*`
@@ -43,7 +48,9 @@ def writer(ctx: click.Context, /, traces: Path | None, **settings: Any) -> None:
       engram writer runs users/alice
       engram writer approve users/alice RUN_ID
       engram writer retry users/alice          # after repeated failures stopped its runs
+      engram writer trace users/alice RUN_ID
     """
+    log_to_stderr(log_level)
     ctx.obj["writer_options"] = {"traces": traces, **settings}
 
 
@@ -53,8 +60,8 @@ def _writer(ctx: click.Context, *, create: bool = False) -> Iterator[MemoryWrite
     traces = options.pop("traces")
     config = writer_config(options, background=False)  # refuses a bad value before the store opens
     mem = store_of(ctx, create=create)
-    if traces is None and (found := local_file(opened_url(ctx))) is not None:
-        traces = found.parent / "writer-traces"
+    if traces is None:
+        traces = store_dir(opened_url(ctx))
     made = replace(config, trace_dir=traces).build(mem, api_key=os.environ.get("OPENAI_API_KEY"))
     try:
         yield made
@@ -168,6 +175,17 @@ def show(ctx: click.Context, target: str, run_id: str) -> None:
     """One run's record as JSON (its commit: `engram show COMMIT`)."""
     with _writer(ctx) as made:
         emit(made.run(target.replace("/", "."), run_id))
+
+
+@writer.command()
+@click.argument("target")
+@click.argument("run_id")
+@click.pass_context
+@friendly
+def trace(ctx: click.Context, target: str, run_id: str) -> None:
+    """A failed run's trace as JSON (redacted): prompts, model calls and replies, tool calls, actions."""
+    with _writer(ctx) as made:
+        emit(run_trace(made.traces, made.run(target.replace("/", "."), run_id)))
 
 
 @writer.command()

@@ -24,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engram.errors import AuthenticationError, EngramError, MergeConflictError
+from engram.logs import uvicorn_config
 from engram.mcp.channel_tools import CHANNEL_TOOLS
 from engram.mcp.registry import Registry, Tool, join
 from engram.mcp.tools import MEMORY_TOOLS
@@ -230,11 +231,15 @@ def http_app(server: Server[Any], *, host: str = "127.0.0.1", keyring: KeyRing |
 
 
 async def serve_http(
-    server: Server[Any], *, host: str = "127.0.0.1", port: int = 8765, keyring: KeyRing | None = None
-) -> None:
-    """Serve clients over streamable HTTP at :func:`http_url` until interrupted."""
+    server: Server[Any], *, host: str = "127.0.0.1", port: int = 8765, keyring: KeyRing | None = None,
+    log_level: str = "warning",
+) -> None:  # fmt: skip
+    """Serve clients over streamable HTTP at :func:`http_url` until interrupted; uvicorn's lines and engram's own
+    (the memory writer's runs ...) at ``log_level`` and above go to stderr (no access log: every call is a POST)."""
     app = http_app(server, host=host, keyring=keyring)
-    await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
+                            log_config=uvicorn_config(uvicorn.config.LOGGING_CONFIG, log_level))  # fmt: skip
+    await uvicorn.Server(config).serve()
 
 
 __all__ = [

@@ -12,27 +12,31 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 from engram.channels import Channels
+from engram.ops.access import LOCAL_TENANT
 from engram.store import Memory
 from engram.writer import MemoryWriter, WriterConfig
 
-#: Builds a tenant's writer over its store: the one writer configuration of a door.
-WriterFactory = Callable[[Memory], MemoryWriter]
+#: Builds a tenant's writer over its store, given the tenant's name: the one writer configuration of a door.
+WriterFactory = Callable[[Memory, str], MemoryWriter]
 
 
-def default_writer(memory: Memory) -> MemoryWriter:
+def default_writer(memory: Memory, tenant: str = LOCAL_TENANT, trace_dir: Path | None = None) -> MemoryWriter:
     """The writer of a door given no writer settings: :class:`~engram.writer.WriterConfig`'s defaults (the offline
-    extractor, every 2 completed assistant turns, each run merged, in the writer's background worker)."""
-    return WriterConfig().build(memory)
+    extractor, every 2 completed assistant turns, each run merged, in the writer's background worker), its traces
+    in ``trace_dir`` (None: the library's default folder)."""
+    return WriterConfig(trace_dir=trace_dir).build(memory)
 
 
 class TenantServices:
     """A tenant's channels hub and memory writer over its store ``memory``, each built on first use (``writer``
     builds the writer) and shared by every request of the tenant; safe to use from many threads."""
 
-    def __init__(self, memory: Memory, writer: WriterFactory = default_writer) -> None:
+    def __init__(self, memory: Memory, writer: WriterFactory = default_writer, tenant: str = LOCAL_TENANT) -> None:
         self.memory = memory
+        self.tenant = tenant
         self._build_writer = writer
         self._lock = threading.Lock()
         self._channels: Channels | None = None
@@ -53,7 +57,7 @@ class TenantServices:
         unknown extractor) is raised here, at every use, and nothing is kept."""
         with self._lock:
             if self._writer is None:
-                self._writer = self._build_writer(self.memory)
+                self._writer = self._build_writer(self.memory, self.tenant)
             return self._writer
 
     @property

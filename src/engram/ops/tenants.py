@@ -271,7 +271,7 @@ class TenantPool:
             if entry is None or (memory is not None and entry.memory is not memory):
                 raise NotFoundError(f"tenant {tenant!r} has no open store here: lease it first")
             if entry.services is None:
-                entry.services = TenantServices(entry.memory, self._writer)
+                entry.services = TenantServices(entry.memory, self._writer, tenant)
             return entry.services
 
     def tenants(self) -> list[str]:

@@ -8,7 +8,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +24,12 @@ from engram.ops.shards import ShardRouter
 from engram.ops.shards.catalog import TenantMovedError
 from engram.ops.tenants import MAX_OPEN, TenantPool, store_opener
 from engram.repo import Repository
-from engram.store import Memory, open_repository
+from engram.store import Memory, open_repository, tenant_url
 from engram.store.aio import Coalescer
 from engram.store.operations import Op
+from engram.store.urls import check_tenant
 from engram.writer import MemoryWriter, WriterConfig
+from engram.writer.traces import check_folder, store_dir
 
 MiB = 1 << 20
 #: Most write batchers (tenant, branch, author) kept; an idle one holds nothing and is recreated on demand.
@@ -58,6 +60,8 @@ class ServerConfig:
         writer_timeout / writer_retries / writer_instructions / writer_max_failures / writer_max_model_calls /
             writer_max_input_chars: the rest of the writer's settings (see :class:`~engram.writer.WriterConfig`);
             runs happen in each tenant's background worker, never inside a request.
+        writer_traces: a folder under which each tenant's writer keeps its traces in a folder of its own
+            (``<writer_traces>/<tenant>``); None: inside each tenant's store (see :meth:`trace_dir`).
         backup_every / backup_remote: back up the served store every so many seconds (None: never) to a remote,
             by name (``engram remote add``) or URL (see :class:`~engram.ops.schedule.BackupSchedule`).
         shard_catalog: a PostgreSQL URL of a shard catalog: each tenant's repository lives on the
@@ -89,6 +93,7 @@ class ServerConfig:
     writer_max_failures: int = 3
     writer_max_model_calls: int = 40
     writer_max_input_chars: int = 100_000
+    writer_traces: str | Path | None = None
     backup_every: float | None = None
     backup_remote: str = "origin"
     shard_catalog: str | None = None
@@ -119,10 +124,19 @@ class ServerConfig:
             max_input_chars=self.writer_max_input_chars,
         )  # fmt: skip
 
-    def writer(self, memory: Memory) -> MemoryWriter:
-        """A memory writer on ``memory`` with this server's ``writer_*`` settings, running in its background worker:
-        what each tenant's :class:`~engram.ops.services.TenantServices` builds once."""
-        return self.writer_config().build(memory, api_key=os.environ.get("OPENAI_API_KEY"))  # a door reads it
+    def trace_dir(self, tenant: str, local: bool) -> Path:
+        """The folder of ``tenant``'s writer traces, never another tenant's: ``<writer_traces>/<tenant>``, else
+        inside the tenant's store (``local``: the served store itself; see :func:`engram.writer.traces.store_dir`)."""
+        if self.writer_traces is not None:
+            return Path(self.writer_traces) / check_tenant(tenant)
+        return store_dir(self.store if local else tenant_url(self.store, tenant), tenant)
+
+    def writer(self, memory: Memory, trace_dir: Path | None = None) -> MemoryWriter:
+        """A memory writer on ``memory`` with this server's ``writer_*`` settings and its traces in ``trace_dir``,
+        running in its background worker: what each tenant's :class:`~engram.ops.services.TenantServices` builds
+        once."""
+        config = replace(self.writer_config(), trace_dir=trace_dir)
+        return config.build(memory, api_key=os.environ.get("OPENAI_API_KEY"))  # a door reads it
 
 
 class Tenants:
@@ -138,6 +152,8 @@ class Tenants:
                 configure_breakers(kind, **settings)
             except TypeError as exc:
                 raise ConfigError(f"breakers[{kind!r}]: only failure_threshold and reset_timeout ({exc})") from None
+        if local:  # a foreign folder named by --writer-traces fails here, not at the first failed run
+            check_folder(config.trace_dir(LOCAL_TENANT, local))
         self._probe: Repository | None = None
         self._lock = threading.Lock()
         self.router: ShardRouter | None = None
@@ -153,9 +169,13 @@ class Tenants:
             sweep_minutes=5.0 if config.sweep_ttl else None,
             index_delay=config.index_delay,
             router=self.router,
-            writer=config.writer,
+            writer=self.writer,
         )
         self._coalescers: OrderedDict[tuple[str, str, str], Coalescer] = OrderedDict()
+
+    def writer(self, memory: Memory, tenant: str) -> MemoryWriter:
+        """``tenant``'s memory writer over its store ``memory``, its traces in the tenant's own folder."""
+        return self.config.writer(memory, self.config.trace_dir(tenant, self.local))
 
     def services(self, tenant: str, memory: Memory | None = None) -> TenantServices:
         """``tenant``'s channels hub and memory writer (of ``memory``, the store a request leased, when given):

@@ -6,6 +6,8 @@ model). ``GET /v1/writer/{target}/status`` reports the run in flight, what waits
 (``?wait=SECONDS`` first waits, bounded, until the worker is idle for the target), and
 ``GET /v1/writer/{target}/events`` streams each run as Server-Sent Events. The writer's settings are the
 server's (:class:`~engram.server.config.ServerConfig` ``writer_*``); writes need the ``write`` scope, reads ``read``.
+A run record's ``trace`` is a trace id, never a server path: ``GET /v1/writer/{target}/runs/{run_id}/trace``
+returns the redacted trace from the tenant's own trace folder.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from engram.server.errors import StrictRoute
 from engram.server.schemas import responses
 from engram.writer import MemoryWriter
 from engram.writer.state import target_id, target_namespace
+from engram.writer.traces import run_trace
 
 routes = APIRouter(route_class=StrictRoute, tags=["writer"], responses=responses())  # every error documented
 Target = Annotated[str, PathParam(description="the target namespace, dot-joined (users.alice)", min_length=1)]
@@ -178,6 +181,14 @@ async def writer_run(caller: Read, target: Target, run_id: str) -> dict[str, Any
     """One run's record."""
     writer = _writer(caller, target)
     return await run(lambda: writer.run(target, run_id))
+
+
+@routes.get("/v1/writer/{target}/runs/{run_id}/trace")
+async def writer_run_trace(caller: Read, target: Target, run_id: str) -> dict[str, Any]:
+    """One run's trace (redacted JSON: prompts, model calls, tool calls, actions); 404 when the run left none or
+    it was pruned."""
+    writer = _writer(caller, target)
+    return await run(lambda: run_trace(writer.traces, writer.run(target, run_id)))
 
 
 @routes.post("/v1/writer/{target}/runs/{run_id}/approve")

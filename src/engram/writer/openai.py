@@ -26,7 +26,7 @@ from engram.breakers import CircuitBreaker, CircuitOpenError
 from engram.breakers import breaker as shared_breaker
 from engram.errors import InvalidInputError, ItemNotFoundError, StaleMemoryError, WriterError
 from engram.writer.extract import SYSTEM, ExtractRequest, Workspace
-from engram.writer.redact import redact_value
+from engram.writer.redact import redact, redact_value
 
 TOOLS: list[dict[str, Any]] = [
     {"type": "function", "function": {
@@ -53,6 +53,15 @@ TOOLS: list[dict[str, Any]] = [
         "parameters": {"type": "object", "properties": {"reason": {"type": "string"}}}}},
 ]  # fmt: skip
 _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+#: Characters of an error or unreadable reply's body kept in the trace (redacted).
+BODY_CHARS = 2000
+
+
+def reply_body(response: httpx.Response) -> str:
+    """A reply's body as a trace keeps it: at most :data:`BODY_CHARS` characters, redacted."""
+    text = response.text
+    cut = len(text) - BODY_CHARS
+    return redact(text[:BODY_CHARS]) + (f"... [{cut} chars cut]" if cut > 0 else "")
 
 
 class OpenAIExtractor:
@@ -71,6 +80,9 @@ class OpenAIExtractor:
         transport: an httpx transport (tests and custom networking); None uses the default.
         breaker: the circuit breaker to use; None: the process's breaker ``model:<host[:port]>``.
     """
+
+    #: The system prompt every request starts with (a run's trace records it).
+    system: str = SYSTEM
 
     def __init__(
         self,
@@ -125,15 +137,18 @@ class OpenAIExtractor:
             entry: dict[str, Any] = {"attempt": attempt, "status": None, "response": None, "error": None}
             calls.append(entry)
             answered = False
+            response: httpx.Response | None = None
             try:
                 response = self._client.post(f"{self.base_url}/chat/completions", json=body)
                 entry["status"] = response.status_code
                 if response.status_code in _RETRY_STATUS:
+                    entry["body"] = reply_body(response)
                     last = entry["error"] = f"HTTP {response.status_code}"
                     continue
                 answered = True
                 if response.status_code >= 400:
-                    entry["error"] = f"HTTP {response.status_code}: {response.text[:500]}"
+                    entry["body"] = reply_body(response)
+                    entry["error"] = f"HTTP {response.status_code}: {redact(response.text[:500])}"
                     raise WriterError(f"the model server refused the request: {entry['error']}", "model_error")
                 message = response.json()["choices"][0]["message"]
                 if not isinstance(message, dict):
@@ -147,6 +162,8 @@ class OpenAIExtractor:
                 last = entry["error"] = f"{type(exc).__name__}: {exc}"
             except (ValueError, KeyError, IndexError, TypeError) as exc:
                 last = entry["error"] = f"unreadable answer ({type(exc).__name__}: {exc})"
+                if response is not None:
+                    entry["body"] = reply_body(response)
             finally:
                 entry["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
                 if answered:

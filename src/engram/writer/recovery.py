@@ -107,12 +107,12 @@ def recover(
             except EngramError:
                 log.warning("writer: could not delete the branch of crashed run %s", old.run_id)
         try:
-            record["trace"] = str(write_trace(settings.traces, {
+            record["trace"] = write_trace(settings.traces, {
                 "run": old.run_id, "target": store.target, "model": model, "outcome": "crashed",
                 "error": record["error"], "started_at": old.acquired_at, "duration_ms": None, "steps": [],
                 "actions": [], "conversations": {}, "owner": old.owner,
-            }))  # fmt: skip
-        except OSError:
+            })  # fmt: skip
+        except (OSError, EngramError):
             log.warning("writer: could not write the trace of crashed run %s", old.run_id)
     check = ours(lease)
 

@@ -378,8 +378,7 @@ class Run:
         })  # fmt: skip
         traces = settings.traces
         if outcome in FAILED or traces.successes:
-            path = self._trace(traces, outcome, error, duration_ms)
-            self.record["trace"] = None if path is None else str(path)
+            self.record["trace"] = self._trace(traces, outcome, error, duration_ms)
         if outcome != "lease_lost":
             self._finish(outcome)
         observe_run(self.metrics, self.record)
@@ -428,15 +427,16 @@ class Run:
             dead_lettered(self.metrics, plan.target_id, letter[0])
             self.events.emit("dead_lettered", record | {"dead_letter": letter[0]})
 
-    def _trace(self, traces: TraceSettings, outcome: str, error: str | None, duration_ms: float) -> object:
+    def _trace(self, traces: TraceSettings, outcome: str, error: str | None, duration_ms: float) -> str | None:
         trace = {
             "run": self.plan.run_id, "target": self.plan.target_id, "model": model_of(self.extractor),
+            "system": getattr(self.extractor, "system", None),
             "outcome": outcome, "error": error, "started_at": self.started_at, "duration_ms": round(duration_ms, 3),
             "conversations": self.record["conversations"], "steps": [s.dict() for s in self.steps],
             "actions": [a.dict() for a in self.actions], "prompt_tokens": sum(tokens(s.prompt) for s in self.steps),
         }  # fmt: skip
         try:
             return write_trace(traces, trace)
-        except OSError as exc:
+        except (OSError, EngramError) as exc:
             log.warning("writer run %s: could not write its trace (%s)", self.plan.run_id, type(exc).__name__)
             return None

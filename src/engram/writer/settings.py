@@ -14,7 +14,7 @@ from typing import Any, Literal, TypedDict
 
 from engram.errors import InvalidInputError
 from engram.writer.extract import Action, Extractor, model_of
-from engram.writer.traces import TraceSettings, default_dir
+from engram.writer.traces import TraceSettings, check_folder, default_dir
 
 PolicyName = Literal["auto", "review"]
 #: A callable policy gets the run record (with ``branch`` and ``commit``) and its actions and returns ``"merge"``,
@@ -57,7 +57,9 @@ class WriterSettings:
 
     ``context_turns`` below 0 counts as 0 and ``merge_attempts`` below 1 as 1. An ``interval`` outside
     :data:`INTERVALS`, or a cap or ``max_failures`` below 1, is refused here (:class:`InvalidInputError`, naming
-    the valid range): every door builds its settings through this class, so each refuses the same values."""
+    the valid range): every door builds its settings through this class, so each refuses the same values. A
+    ``trace_dir`` holding files engram did not write is refused here too
+    (:class:`~engram.writer.traces.TraceFolderError`): engram prunes only its own folder."""
 
     interval: int = 2
     policy: PolicyName | PolicyFn = "auto"
@@ -97,6 +99,8 @@ class WriterSettings:
         object.__setattr__(self, "exclude", frozenset(self.exclude))
         object.__setattr__(self, "context_turns", max(0, self.context_turns))
         object.__setattr__(self, "merge_attempts", max(1, self.merge_attempts))
+        if self.trace_dir is not None:
+            check_folder(self.trace_dir)
 
     @property
     def merge_policy(self) -> PolicyFn:
@@ -135,7 +139,8 @@ class WriterSettings:
 
     @property
     def traces(self) -> TraceSettings:
-        """Where and which traces are written (``trace_dir`` defaults to :func:`~engram.writer.traces.default_dir`)."""
+        """Where and which traces are written (``trace_dir`` defaults to :func:`~engram.writer.traces.default_dir`;
+        the doors pass the store's own folder, :func:`~engram.writer.traces.store_dir`)."""
         directory = Path(self.trace_dir) if self.trace_dir is not None else default_dir()
         return TraceSettings(directory, self.trace_successes, self.trace_max_bytes, self.trace_max_count,
                              self.trace_max_age_days)  # fmt: skip
