@@ -112,7 +112,8 @@ def memory_search(
 ) -> dict[str, Any]:  # fmt: skip
     """Find memories by meaning and keywords under a namespace prefix, filtered and ranked (best first).
 
-    Without a query it lists items newest first. Returns {mode, requested_mode, degraded, items}: each item
+    Without a query it lists items newest first. Returns {mode, requested_mode, degraded, items, has_more,
+    next_offset} (has_more: more results follow; ask again with offset=next_offset): each item
     has namespace, key, value, created_at, updated_at, expires_at, author, sources and score; `degraded` says
     why a search ran in a weaker mode than asked (e.g. the embedder failed), else null.
     """
@@ -122,7 +123,7 @@ def memory_search(
     )  # fmt: skip
     items = [item_json(item) for item in results]
     return {"mode": results.mode, "requested_mode": results.requested_mode, "degraded": results.degraded,
-            "items": items}  # fmt: skip
+            "items": items, "has_more": results.has_more, "next_offset": results.next_offset}  # fmt: skip
 
 
 @MEMORY_TOOLS.tool(required=("namespace", "key"), read_only=True, namespace=NAMESPACE, key=KEY, at=AT, guard=_checked)

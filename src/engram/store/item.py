@@ -90,21 +90,36 @@ class SearchResults(list[SearchItem]):
         degraded: why the search ran in a weaker mode than asked (e.g. the embedder failed), else None.
         lag: items of the searched index not fully indexed when the search ran (their vectors are still to
             be made: keywords find them, meaning does not yet); 0 when the index was complete.
+        has_more: whether more results follow this page.
+        next_offset: the ``offset`` that asks for them (None when none do).
     """
 
     mode: str
     requested_mode: str
     degraded: str | None
     lag: int
+    has_more: bool
+    next_offset: int | None
 
     def __init__(
-        self, items: list[SearchItem], mode: str, requested_mode: str, degraded: str | None = None, lag: int = 0
-    ):
+        self, items: list[SearchItem], mode: str, requested_mode: str, degraded: str | None = None, lag: int = 0,
+        *, has_more: bool = False, next_offset: int | None = None,
+    ):  # fmt: skip
         super().__init__(items)
         self.mode = mode
         self.requested_mode = requested_mode
         self.degraded = degraded
         self.lag = lag
+        self.has_more = has_more
+        self.next_offset = next_offset if has_more else None
+
+    def page(self, offset: int, limit: int) -> SearchResults:
+        """The first ``limit`` of these results (a search asked for one more), saying whether more exist: the
+        page that starts at ``offset``."""
+        more = len(self) > limit or self.has_more
+        items = list(self[:limit])
+        return SearchResults(items, self.mode, self.requested_mode, self.degraded, self.lag, has_more=more,
+                             next_offset=offset + len(items))  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,15 +79,21 @@ class Reader:
             request = replace(request, hide_system=True)
         pool, branch, past = self._searched()
         root = self._root()
+        limit, offset = request.limit, request.offset
+        paged = all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (limit, offset))
+        if paged:
+            request = replace(request, limit=limit + 1)  # one more than the page says whether more exist
 
         def run(op: SearchOp, now: int) -> SearchResults:
             return pool.engine.search(branch, root, op, now, past=past)
 
         cached = for_pool(pool)
         if cached is None:
-            return run(request, now_ms())
-        cache, context = cached
-        return cache.search(root, request, now_ms(), run, context)
+            found = run(request, now_ms())
+        else:
+            cache, context = cached
+            found = cache.search(root, request, now_ms(), run, context)
+        return found.page(offset, limit) if paged else found
 
     def corpus_stats(self, query: str) -> CorpusStats:
         """The keyword (BM25) statistics a search of ``query`` here scores with: the indexed items, their total

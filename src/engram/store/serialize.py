@@ -81,10 +81,11 @@ def conflict_json(conflict: ItemConflict) -> dict[str, Any]:
 
 
 def search_json(results: SearchResults) -> dict[str, Any]:
-    """Search results and how the search ran: ``{items, mode, requested_mode, degraded}``, each item as
-    :func:`item_json` with its ``score`` (and ``explain`` when asked)."""
+    """Search results and how the search ran: ``{items, mode, requested_mode, degraded, has_more, next_offset}``,
+    each item as :func:`item_json` with its ``score`` (and ``explain`` when asked)."""
     return {"items": [item_json(r) for r in results], "mode": results.mode, "requested_mode": results.requested_mode,
-            "degraded": results.degraded}  # fmt: skip
+            "degraded": results.degraded, "has_more": results.has_more,
+            "next_offset": results.next_offset}  # fmt: skip
 
 
 __all__ = [

@@ -124,7 +124,9 @@ def merge(results: Sequence[SearchResults], offset: int, limit: int) -> SearchRe
     first = next((found for found in results if found), results[0] if results else None)
     mode, requested = (first.mode, first.requested_mode) if first is not None else ("list", "list")
     degraded = next((found.degraded for found in results if found.degraded), None)
-    return SearchResults(items[offset : offset + limit], mode, requested, degraded)
+    more = len(items) > offset + limit or any(found.has_more for found in results)
+    page = items[offset : offset + limit]
+    return SearchResults(page, mode, requested, degraded, has_more=more, next_offset=offset + len(page))
 
 
 class _Reads:
