@@ -36,6 +36,7 @@ from engram.writer.extract import (
     tokens,
 )
 from engram.writer.metrics import WriterMetrics, observe_run
+from engram.writer.redact import redact
 from engram.writer.settings import WriterSettings, decide
 from engram.writer.state import Lease, StateStore, Watermark, WriterState, slug
 from engram.writer.traces import TraceSettings, write_trace
@@ -186,8 +187,8 @@ class Run:
 
     def _extract(self, workspace: Workspace) -> None:
         settings, plan = self.settings, self.plan
-        chunks = chunk_turns(plan.turns, settings.turn_budget_tokens)
-        context = plan.context
+        chunks = chunk_turns([t.redacted() for t in plan.turns], settings.turn_budget_tokens)  # what a model sees
+        context = [t.redacted() for t in plan.context]
         for index, chunk in enumerate(chunks):
             query = " ".join(t.text for t in chunk)[:2000]
             memories = memory_notes(self.mem, plan.target, query, settings.memory_budget_tokens, workspace)
@@ -307,6 +308,7 @@ class Run:
                 outcome, error = "lease_lost", "the lease expired during the run"
         duration_ms = (time.perf_counter() - self.clock) * 1000
         counts = {op: sum(1 for a in self.actions if a.op == op) for op in ("add", "update", "delete")}
+        error = error and redact(error)  # status, runs and logs show it
         self.record.update({
             "completed_at": now_ms(), "duration_ms": round(duration_ms, 3), "model_ms": round(self.model_ms, 3),
             "outcome": outcome, "error": error, "steps": len(self.steps), "actions": sum(counts.values()),

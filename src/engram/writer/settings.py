@@ -73,6 +73,7 @@ class WriterSettings:
     conversations_branch: str = "conversations"
     author: str = "writer"
     merge_attempts: int = 3
+    redact_turns: bool = False
 
     def __post_init__(self) -> None:
         if not (self.policy in POLICIES or callable(self.policy)):
@@ -131,3 +132,4 @@ class WriterOptions(TypedDict, total=False):
     conversations_branch: str
     author: str
     merge_attempts: int
+    redact_turns: bool

@@ -108,6 +108,8 @@ class MemoryWriter:
         conversations_branch: the branch conversations are kept on.
         author: the author of the writer's commits.
         merge_attempts: how often a run that conflicted is retried on the new head.
+        redact_turns: store turns with secrets redacted (default: as sent; prompts, traces and memories are
+            redacted either way).
     """
 
     def __init__(
@@ -124,7 +126,9 @@ class MemoryWriter:
         self.mem = mem.handle(author=self.settings.author)
         self.extractor = extractor
         self.metrics = metrics if metrics is not None else default_metrics()
-        self.conversations = ConversationLog(mem, branch=self.settings.conversations_branch, author=self.author)
+        self.conversations = ConversationLog(
+            mem, branch=self.settings.conversations_branch, author=self.author, redact_turns=self.settings.redact_turns
+        )
         self.owner = process_owner()
         self._worker = _Worker()
 
