@@ -58,8 +58,9 @@ class ServerConfig:
             ``offline``, ``openai:<model>@<url>`` or None (runs gated); every N completed assistant turns;
             ``auto`` (merge each run) or ``review`` (leave its branch for approve/reject).
         writer_timeout / writer_retries / writer_instructions / writer_max_failures / writer_max_model_calls /
-            writer_max_input_chars: the rest of the writer's settings (see :class:`~engram.writer.WriterConfig`);
-            runs happen in each tenant's background worker, never inside a request.
+            writer_max_input_chars / writer_redact_turns: the rest of the writer's settings (see
+            :class:`~engram.writer.WriterConfig`); runs happen in each tenant's background worker, never inside a
+            request.
         writer_traces: a folder under which each tenant's writer keeps its traces in a folder of its own
             (``<writer_traces>/<tenant>``); None: inside each tenant's store (see :meth:`trace_dir`).
         backup_every / backup_remote: back up the served store every so many seconds (None: never) to a remote,
@@ -93,6 +94,7 @@ class ServerConfig:
     writer_max_failures: int = 3
     writer_max_model_calls: int = 40
     writer_max_input_chars: int = 100_000
+    writer_redact_turns: bool = False
     writer_traces: str | Path | None = None
     backup_every: float | None = None
     backup_remote: str = "origin"
@@ -121,7 +123,7 @@ class ServerConfig:
             extractor=self.writer_extractor, interval=self.writer_interval, policy=self.writer_policy,
             timeout=self.writer_timeout, retries=self.writer_retries, instructions=self.writer_instructions,
             max_failures=self.writer_max_failures, max_model_calls=self.writer_max_model_calls,
-            max_input_chars=self.writer_max_input_chars,
+            max_input_chars=self.writer_max_input_chars, redact_turns=self.writer_redact_turns,
         )  # fmt: skip
 
     def trace_dir(self, tenant: str, local: bool) -> Path:

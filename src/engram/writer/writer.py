@@ -116,6 +116,8 @@ class MemoryWriter:
         max_failures: failed runs in a row after which the target is dead-lettered (see :meth:`retry`).
         max_model_calls / max_input_chars: a run's cost cap: model calls, and characters of new turns read; what a
             run could not take stays pending for the next run (and a longer turn is read up to the cap).
+        redact_turns: store turns with secrets redacted (default: as sent; prompts, traces and memories are
+            redacted either way).
     """
 
     def __init__(
@@ -132,7 +134,9 @@ class MemoryWriter:
         self.mem = mem.handle(author=self.settings.author)
         self.extractor = extractor
         self.metrics = metrics if metrics is not None else default_metrics()
-        self.conversations = ConversationLog(mem, branch=self.settings.conversations_branch, author=self.author)
+        self.conversations = ConversationLog(
+            mem, branch=self.settings.conversations_branch, author=self.author, redact_turns=self.settings.redact_turns
+        )
         self.owner = process_owner()
         self._worker: Worker[Decision] = Worker()
 
