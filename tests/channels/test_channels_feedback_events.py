@@ -21,10 +21,11 @@ from engram.errors import EmbedderError, InvalidInputError, NotAMemberError
 def test_feedback_moves_confidence_by_the_bounded_rule(hub: Channels, alice: Actor, bob: Actor) -> None:
     alice.create_channel("c")
     bob.join("c")
+    carol = hub.as_agent(hub.register_agent("carol", project="acme").id)
     fix = alice.send("c", "restart the connection pool", confidence=0.6)
     assert bob.feedback(fix.id, True, note="worked for me").confidence == pytest.approx(0.6 + FEEDBACK_STEP)
     assert bob.feedback(fix.id, True).confidence == pytest.approx(0.7)  # one agent counts once
-    assert alice.feedback(fix.id, False).confidence == pytest.approx(0.6)
+    assert carol.feedback(fix.id, False).confidence == pytest.approx(0.6)
     assert bob.feedback(fix.id, False).confidence == pytest.approx(0.4)  # bob changed his mind
     history = [m.confidence for m in alice.message_history(fix.id) if m]
     assert history == pytest.approx([0.4, 0.6, 0.7, 0.7, 0.6])  # newest first: every change is a version

@@ -175,7 +175,7 @@ ROUTES: dict[tuple[str, str], Entry] = {
         "channels", "write", lambda w, k, t: (f"/v1/messages/{_fresh(w, t, k)}", {})
     ),
     ("POST", "/v1/messages/{message_id}/feedback"): Entry(
-        "channels", "write", lambda w, k, t: (f"/v1/messages/{_fresh(w, t, k)}/feedback", {"json": {"worked": True}})
+        "channels", "write", lambda w, k, t: (f"/v1/messages/{_voted(w, t, k)}/feedback", {"json": {"worked": True}})
     ),
     ("POST", "/v1/notes"): Entry("channels", "write", lambda w, k, t: ("/v1/notes", {"json": {"content": "note"}})),
     ("GET", "/v1/notes/recent"): Entry("channels", "read", lambda w, k, t: ("/v1/notes/recent", {})),
@@ -264,6 +264,16 @@ def _fresh(world: World, target: str, kind: str) -> str:
     if kind not in ("agent_a", "agent_b"):
         return _mid(world, target)
     sent = world.call(kind, "POST", "/v1/messages/direct", json={"to": "c", "content": "to change"})
+    assert sent.status_code == 201, sent.text
+    return str(sent.json()["id"]).replace("#", "%23")
+
+
+def _voted(world: World, target: str, kind: str) -> str:
+    """A new message to an agent from the other one (nobody votes on its own); the target's message for others."""
+    if kind not in ("agent_a", "agent_b"):
+        return _mid(world, target)
+    other, me = ("agent_b", "a") if kind == "agent_a" else ("agent_a", "b")
+    sent = world.call(other, "POST", "/v1/messages/direct", json={"to": me, "content": "to vote on"})
     assert sent.status_code == 201, sent.text
     return str(sent.json()["id"]).replace("#", "%23")
 

@@ -11,13 +11,14 @@ A channel is items under ``("_channels", ...)`` (the layout is in :mod:`engram.c
     me.send("debugging", "ConnectionRefusedError on port 5432", metadata={"type": "debug_start"})
 """
 
-from engram.channels._steps import FEEDBACK_STEP
+from engram.channels._steps import FEEDBACK_STEP, FEEDBACK_STEPS
 from engram.channels.actor import Actor
 from engram.channels.model import Agent, Channel, Event, Member, Message, MessageResults, Pattern, Patterns, to_json
 from engram.channels.service import Channels
 
 __all__ = [
     "FEEDBACK_STEP",
+    "FEEDBACK_STEPS",
     "Actor",
     "Agent",
     "Channel",

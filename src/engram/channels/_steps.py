@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any
 
 from engram.backends.base import now_ms
@@ -20,6 +21,7 @@ from engram.errors import (
     AgentNotFoundError,
     ChannelArchivedError,
     ChannelNotFoundError,
+    InvalidConfidenceError,
     InvalidInputError,
     MessageNotFoundError,
     NotAMemberError,
@@ -34,8 +36,11 @@ MAX_METADATA = 32_000
 DM_POLICIES = ("open", "restricted", "closed")
 DISCOVERABILITY = ("public", "project", "private")
 ACCESS = ("open", "members", "private")
-#: How far one agent's feedback moves a confidence (see :meth:`Actor.feedback <engram.channels.Actor.feedback>`).
+#: How far one agent's feedback that the advice worked moves a confidence up (the default ``up`` step).
 FEEDBACK_STEP = 0.1
+#: How far one agent's vote moves a confidence, per kind of vote: ``up`` (it worked) and ``down`` (it did not),
+#: unless the hub is configured otherwise (see :meth:`Actor.feedback <engram.channels.Actor.feedback>`).
+FEEDBACK_STEPS: Mapping[str, float] = MappingProxyType({"up": FEEDBACK_STEP, "down": -FEEDBACK_STEP})
 
 
 class Writer:
@@ -105,10 +110,38 @@ def check_capabilities(capabilities: Sequence[str]) -> tuple[str, ...]:
     return caps
 
 
-def confidence_of(base: float, votes: Mapping[str, bool]) -> float:
-    """A message's confidence after feedback: ``base`` moved by :data:`FEEDBACK_STEP` per net vote, in 0..1."""
+def check_feedback_steps(steps: Mapping[str, float] | None) -> dict[str, float]:
+    """Feedback steps: :data:`FEEDBACK_STEPS` with the given kinds replaced; ``up`` in 0..1, ``down`` in -1..0."""
+    if steps is None:
+        return dict(FEEDBACK_STEPS)
+    if not isinstance(steps, Mapping) or not set(steps) <= set(FEEDBACK_STEPS):
+        raise InvalidInputError(f"feedback_steps maps 'up' and/or 'down' to a step, got {steps!r}")
+    out = {**FEEDBACK_STEPS, **steps}
+    for kind, low, high in (("up", 0.0, 1.0), ("down", -1.0, 0.0)):
+        step = out[kind]
+        if isinstance(step, bool) or not isinstance(step, int | float) or not low <= step <= high:
+            raise InvalidInputError(f"feedback_steps[{kind!r}] must be a number in {low:g}..{high:g}, got {step!r}")
+        out[kind] = float(step)
+    return out
+
+
+def confidence_of(base: float, votes: Mapping[str, bool], steps: Mapping[str, float] = FEEDBACK_STEPS) -> float:
+    """A message's confidence after feedback: ``base`` plus ``steps["up"]`` per agent it worked for and
+    ``steps["down"]`` (a negative step) per agent it did not, in 0..1."""
     worked = sum(1 for v in votes.values() if v)
-    return round(min(1.0, max(0.0, base + FEEDBACK_STEP * (worked - (len(votes) - worked)))), 6)
+    moved = base + steps["up"] * worked + steps["down"] * (len(votes) - worked)
+    return round(min(1.0, max(0.0, moved)), 6)
+
+
+def confidence_from(confidence: Any, metadata: Mapping[str, Any]) -> float | None:
+    """The confidence a message is written with: ``confidence``, else ``metadata["confidence"]`` (as plain memory
+    search reads an item's confidence), else None. Either is checked (0..1); both given must agree."""
+    if "confidence" not in metadata:
+        return None if confidence is None else layout.check_confidence(confidence)
+    meta = layout.check_confidence(metadata["confidence"], "metadata.confidence")
+    if confidence is not None and layout.check_confidence(confidence) != meta:
+        raise InvalidConfidenceError(f"confidence={confidence!r} and metadata.confidence={meta!r} disagree: give one")
+    return meta
 
 
 def message_of(value: dict[str, Any], now: int) -> Message:
@@ -130,7 +163,8 @@ def post_message(
     text = layout.check_content(content, max_content)
     meta = layout.check_json(metadata, "metadata", max_metadata)
     ctx = layout.check_json(session, "session", max_metadata)
-    conf = layout.DEFAULT_CONFIDENCE if confidence is None else layout.check_confidence(confidence)
+    given = confidence_from(confidence, meta)
+    conf = layout.DEFAULT_CONFIDENCE if given is None else given
     tag_list, crumbs = layout.check_tags(tags), layout.check_breadcrumbs(breadcrumbs)
     named = layout.mentions(text)
     parent = None if reply_to is None else layout.parse_message_id(reply_to)

@@ -58,19 +58,22 @@ class Actor(Messages, ReadState):
         filter: Mapping[str, Any] | None = None, tags: Sequence[str] | None = None, tags_mode: str = "all",
         min_confidence: float | None = None, since: datetime | str | None = None,
         until: datetime | str | None = None, profile: str | Profile = "similarity", mode: Mode | None = None,
-        limit: int = 10, offset: int = 0, explain: bool = False, at: Any = None,
+        limit: int = 10, offset: int = 0, explain: bool = False, at: Any = None, min_score: float | None = None,
     ) -> MessageResults:  # fmt: skip
         """Search the messages of the channels this agent may read (all of them, or ``channels``).
 
         ``filter`` is a MongoDB filter on the messages' metadata (dotted paths into nested objects); ``profile``
         ranks by similarity, confidence and recency; ``at`` searches the channels as they were. Without a query
         it lists the newest matches. The query is never dropped: if embeddings are unavailable the search runs
-        on keywords and ``results.degraded`` says why."""
+        on keywords and ``results.degraded`` says why. ``min_score`` leaves out results scoring below it; recency
+        is the send time (edits and feedback do not make a message new). ``results.has_more`` says whether
+        more follow and ``results.next_offset`` is the ``offset`` that asks for them."""
         ids = [c.id for c in self.readable()] if channels is None else [
             self.readable_channel(c).id for c in channels]  # fmt: skip
         return search.run(self.hub, "message", ids, query=query, senders=senders, projects=projects, filter=filter,
                           tags=tags, tags_mode=tags_mode, min_confidence=min_confidence, since=since, until=until,
-                          profile=profile, mode=mode, limit=limit, offset=offset, explain=explain, at=at)  # fmt: skip
+                          profile=profile, mode=mode, limit=limit, offset=offset, explain=explain, at=at,
+                          min_score=min_score)  # fmt: skip
 
     def search_my_notes(self, query: str | None = None, **options: Any) -> MessageResults:
         """Search this agent's own notes (same options as :meth:`search_messages`, without ``channels``)."""

@@ -12,11 +12,19 @@ import fnmatch
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Self, TypeVar
 
 from engram.channels import _layout as layout
-from engram.channels._steps import DISCOVERABILITY, DM_POLICIES, MAX_CONTENT, MAX_METADATA, Writer, join
+from engram.channels._steps import (
+    DISCOVERABILITY,
+    DM_POLICIES,
+    MAX_CONTENT,
+    MAX_METADATA,
+    Writer,
+    check_feedback_steps,
+    join,
+)
 from engram.channels.model import Agent, Channel, Discoverability, DmPolicy, Event
 from engram.errors import (
     AgentNotFoundError,
@@ -79,12 +87,19 @@ class Hub:
     :class:`~engram.channels.Channels` is this hub plus the ways to get an actor.
     """
 
-    def __init__(self, memory: Memory, *, max_content: int = MAX_CONTENT, max_metadata: int = MAX_METADATA) -> None:
+    def __init__(
+        self, memory: Memory, *, max_content: int = MAX_CONTENT, max_metadata: int = MAX_METADATA,
+        feedback_steps: Mapping[str, float] | None = None,
+    ) -> None:  # fmt: skip
+        """Channels in ``memory``'s branch: messages and notes up to ``max_content`` characters, metadata up to
+        ``max_metadata`` characters of JSON, and ``feedback_steps`` (``{"up": 0.1, "down": -0.2}``; default
+        :data:`~engram.channels.FEEDBACK_STEPS`, ±0.1) how far one agent's vote moves a confidence."""
         # channels own their system namespaces: a door's handle that hides them (a key without the system
         # scope) reaches them here, under the rules below
         self.memory = memory if memory.system else memory.handle(system=True)
         self.max_content = max_content
         self.max_metadata = max_metadata
+        self.feedback_steps = check_feedback_steps(feedback_steps)
         self._shared = _Shared()
 
     def for_caller(self, memory: Memory) -> Self:

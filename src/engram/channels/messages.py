@@ -6,10 +6,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engram.channels import _layout as layout
-from engram.channels._steps import Writer, change_message, confidence_of, join, post_message
+from engram.channels._steps import Writer, change_message, confidence_from, confidence_of, join, post_message
 from engram.channels.membership import Membership
 from engram.channels.model import Channel, Message
-from engram.errors import DirectMessageBlockedError, InvalidInputError, MessageNotFoundError, NotAMemberError
+from engram.errors import (
+    DirectMessageBlockedError,
+    InvalidInputError,
+    MessageNotFoundError,
+    NotAMemberError,
+    PermissionDeniedError,
+)
 from engram.store.operations import GetOp
 
 
@@ -22,7 +28,9 @@ class Messages(Membership):
     ) -> Message:  # fmt: skip
         """Post a message (one commit: the message, its channel's counter and a ``message.created`` event).
 
-        ``@agent`` mentions must name registered agents; ``reply_to`` a message of the same channel."""
+        ``@agent`` mentions must name registered agents; ``reply_to`` a message of the same channel. Without
+        ``confidence``, ``metadata["confidence"]`` is the message's confidence (as plain memory search reads it);
+        given both, they must agree."""
         found = self.resolve(channel)
         return self.post(found, "message", content, metadata=metadata, confidence=confidence, reply_to=reply_to)
 
@@ -107,10 +115,10 @@ class Messages(Membership):
         confidence: float | None = None,
     ) -> Message:  # fmt: skip
         """Edit one's own message or note; the old version stays in history and every index follows in the
-        same commit."""
+        same commit. ``metadata["confidence"]`` sets the confidence as in :meth:`send`."""
         text = None if content is None else layout.check_content(content, self.hub.max_content)
         meta = None if metadata is None else layout.check_json(metadata, "metadata", self.hub.max_metadata)
-        conf = None if confidence is None else layout.check_confidence(confidence)
+        conf = confidence_from(confidence, meta or {})
 
         def change(v: dict[str, Any]) -> dict[str, Any]:
             if v["sender"] != self.id:
@@ -122,7 +130,7 @@ class Messages(Membership):
                 v["metadata"] = meta
             if conf is not None:
                 v["base_confidence"] = conf
-                v["confidence"] = confidence_of(conf, v.get("feedback", {}))
+                v["confidence"] = confidence_of(conf, v.get("feedback", {}), self.hub.feedback_steps)
             v["edited"] = True
             return v
 
@@ -146,18 +154,23 @@ class Messages(Membership):
     def feedback(self, target: str, worked: bool, *, note: str | None = None) -> Message:
         """Record whether a message's or note's advice worked; its confidence moves by a bounded rule:
 
-        ``confidence = clamp(base + 0.1 * (agents it worked for - agents it failed), 0, 1)``, where ``base`` is
-        the confidence it was written with and each agent's latest feedback counts once. The feedback itself
-        is a versioned item; the confidence's history is the message's history."""
+        ``confidence = clamp(base + up * (agents it worked for) + down * (agents it failed), 0, 1)``, where
+        ``base`` is the confidence it was written with, ``up`` and ``down`` are the hub's ``feedback_steps``
+        (default +0.1 and -0.1) and each agent's latest feedback counts once. An agent may not vote on its own
+        message (:class:`PermissionDeniedError`; its own notes it may) nor on one it cannot read. The feedback
+        itself is a versioned item; the confidence's history is the message's history."""
         if not isinstance(worked, bool):
             raise InvalidInputError(f"worked must be true or false, got {worked!r}")
         if note is not None:
             layout.check_content(note, self.hub.max_content)
         channel, number = layout.parse_message_id(target)
+        steps = self.hub.feedback_steps
 
         def change(v: dict[str, Any]) -> dict[str, Any]:
+            if v["sender"] == self.id and v["kind"] != "note":
+                raise PermissionDeniedError(f"{self.id} may not vote on its own message {target}")
             votes = {**v.get("feedback", {}), self.id: worked}
-            return {**v, "feedback": votes, "confidence": confidence_of(v["base_confidence"], votes)}
+            return {**v, "feedback": votes, "confidence": confidence_of(v["base_confidence"], votes, steps)}
 
         def record(w: Writer) -> None:
             w.put(layout.feedback_ns(channel, number), self.id, {"worked": worked, "note": note, "time": w.now})

@@ -139,15 +139,25 @@ class Message:
 
 class MessageResults(list[Message]):
     """Messages a search found, best first, and how the search ran (``degraded`` says why it ran in a
-    weaker mode than asked, e.g. keyword because the embedder is unavailable; None when it did not)."""
+    weaker mode than asked, e.g. keyword because the embedder is unavailable; None when it did not).
+
+    ``has_more`` says whether more results follow this page; ``next_offset`` is the ``offset`` that asks for
+    them (None when there are none)."""
 
     mode: str
     degraded: str | None
+    has_more: bool
+    next_offset: int | None
 
-    def __init__(self, items: list[Message], mode: str, degraded: str | None = None) -> None:
+    def __init__(
+        self, items: list[Message], mode: str, degraded: str | None = None, *, has_more: bool = False,
+        next_offset: int | None = None,
+    ) -> None:  # fmt: skip
         super().__init__(items)
         self.mode = mode
         self.degraded = degraded
+        self.has_more = has_more
+        self.next_offset = next_offset if has_more else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +212,8 @@ class Patterns(list[Pattern]):
 def to_json(value: Any) -> Any:
     """Any channels value object (or a list of them) as JSON: the one shape every door returns."""
     if isinstance(value, MessageResults):
-        return {"results": [to_json(m) for m in value], "mode": value.mode, "degraded": value.degraded}
+        return {"results": [to_json(m) for m in value], "mode": value.mode, "degraded": value.degraded,
+                "has_more": value.has_more, "next_offset": value.next_offset}  # fmt: skip
     if isinstance(value, list | tuple):
         return [to_json(v) for v in value]
     if isinstance(value, datetime):

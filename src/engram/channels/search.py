@@ -3,20 +3,35 @@
 The scope, sender, tag, confidence and time conditions and the caller's metadata filter are one filter
 for engram's filter compiler, so the same semantics hold on every backend (``$ne``, ``$nin`` and ``$not``
 match messages that lack the field; ``$regex`` is a real regular expression).
+
+A message's age is its send time, not its item's last update (an edit or a vote rewrites the item). The store
+ranks by the update time, which is never earlier than the send time, so the store's score of a message is an
+upper bound of its score by send time (recency only falls with age), and a listing's order by update time is an
+upper bound of the order by send time. Pages of the store's order are read until the best ``offset + limit``
+messages by send time all reach the bound of the next unread one: then no unread message can rank among them,
+and the page is exact. A message never touched after it was sent has the same score either way, so this reads
+one page unless recently touched old messages crowd the top.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+import numpy as np
+
+from engram.backends.base import now_ms
 from engram.channels import _layout as layout
 from engram.channels.hub import Hub
 from engram.channels.model import Message, MessageResults
 from engram.errors import InvalidInputError
-from engram.store.item import SearchResults
-from engram.store.ranking import Profile
+from engram.store.item import SearchItem, SearchResults
+from engram.store.ranking import Profile, get_profile, recency_score
+
+#: The first page read from the store is at least this long (see the module docstring).
+FIRST_PAGE = 32
 
 
 class OnHub(Protocol):
@@ -48,10 +63,20 @@ def run(
     offset: int = 0,
     explain: bool = False,
     at: Any = None,
+    min_score: float | None = None,
 ) -> MessageResults:
-    """Search ``kind`` (``message`` or ``note``) of ``hub`` in the given channels (already permission-checked)."""
+    """Search ``kind`` (``message`` or ``note``) of ``hub`` in the given channels (already permission-checked).
+
+    ``min_score`` leaves out ranked results scoring below it (a listing without a query has no scores)."""
     if query is not None and not isinstance(query, str):
         raise InvalidInputError(f"query must be a string, got {type(query).__name__}")
+    for name, number in (("limit", limit), ("offset", offset)):
+        if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+            raise InvalidInputError(f"{name} must be a non-negative integer, got {number!r}")
+    if min_score is not None and (isinstance(min_score, bool) or not isinstance(min_score, int | float)
+                                  or not math.isfinite(min_score)):  # fmt: skip
+        raise InvalidInputError(f"min_score must be a finite number, got {min_score!r}")
+    ranking = get_profile(profile)
     parts: list[dict[str, Any]] = []  # the caller's conditions first: they are the selective ones
     user = layout.metadata_filter(filter)
     if user:
@@ -71,22 +96,81 @@ def run(
     if until is not None:
         parts.append({"time": {"$lt": _ms(until, "until")}})
     if not channels:
-        return MessageResults([], "list" if query is None else "keyword")
+        return MessageResults([], "list" if query is None else "keyword", has_more=False)
     ids = sorted(set(channels))
     parts += [{"kind": kind}, {"deleted": {"$ne": True}}]
     prefix = layout.messages_ns(ids[0]) if len(ids) == 1 else layout.MESSAGES
     scope = _scope(hub, ids)
 
-    def search(condition: dict[str, Any] | None) -> SearchResults:
-        return hub.memory.search(
-            prefix, query, filter={"$and": parts + ([condition] if condition else [])}, limit=limit, offset=offset,
-            mode=mode, profile=profile, explain=explain, at=at,
-        )  # fmt: skip
+    allowed = set(ids)
 
-    found, allowed = search(scope), set(ids)
-    if scope != {"channel": {"$in": ids}} and any(i.value.get("channel") not in allowed for i in found):
-        found = search({"channel": {"$in": ids}})  # a channel appeared since the scope was read: be exact
-    return MessageResults([Message.from_item(i, i.score, i.explain) for i in found], found.mode, found.degraded)
+    def search(size: int, start: int) -> SearchResults:
+        def once(condition: dict[str, Any] | None) -> SearchResults:
+            return hub.memory.search(
+                prefix, query, filter={"$and": parts + ([condition] if condition else [])}, limit=size, offset=start,
+                mode=mode, profile=profile, explain=explain, at=at, min_score=min_score,
+            )  # fmt: skip
+
+        found = once(scope)
+        if scope != {"channel": {"$in": ids}} and any(i.value.get("channel") not in allowed for i in found):
+            found = once({"channel": {"$in": ids}})  # a channel appeared since the scope was read: be exact
+        return found
+
+    return _by_send_time(search, query is not None, ranking, limit, offset, min_score)
+
+
+def _by_send_time(
+    search: Any, ranked: bool, profile: Profile, limit: int, offset: int, min_score: float | None
+) -> MessageResults:
+    """The page ``offset:offset + limit`` of messages ordered by send time (see the module docstring): read the
+    store's pages (``search(size, start)``) until the page is exact."""
+    want = offset + limit + 1  # one more than the page tells whether more exist
+    size, start, now = max(want, FIRST_PAGE), 0, now_ms()
+    pool: list[tuple[float, SearchItem, float | None, dict[str, Any] | None]] = []
+    first: SearchResults | None = None
+    while True:
+        found = search(size, start)
+        first = first if first is not None else found
+        bound = None
+        for item in found:
+            bound, value, score, why = _sort_key(item, ranked, profile, now)
+            if not ranked or min_score is None or value >= min_score:
+                pool.append((value, item, score, why))
+        if len(found) < size or bound is None:
+            break  # the store has nothing more
+        pool.sort(key=lambda entry: -entry[0])  # stable: ties keep the store's order
+        if len(pool) >= want and pool[want - 1][0] >= bound:
+            break
+        start, size = start + size, size * 2
+    pool.sort(key=lambda entry: -entry[0])
+    page = [Message.from_item(item, score, why) for _, item, score, why in pool[offset : offset + limit]]
+    more = len(pool) > offset + limit
+    return MessageResults(page, first.mode, first.degraded, has_more=more, next_offset=offset + len(page))
+
+
+def _sort_key(
+    item: SearchItem, ranked: bool, profile: Profile, now: int
+) -> tuple[float, float, float | None, dict[str, Any] | None]:
+    """``(store's key, key by send time, score, explanation)`` of one result: for a listing the keys are the
+    update and send times; for a ranked search the scores with recency from the update and the send time."""
+    updated = int(item.updated_at.timestamp() * 1000)
+    sent = int(item.value.get("time", updated))
+    if not ranked or item.score is None:
+        return float(updated), float(sent), item.score, item.explain
+    if not profile.recency or sent >= updated:
+        return item.score, item.score, item.score, item.explain
+    stored, recency = _recency(updated, now, profile), _recency(sent, now, profile)
+    score = item.score - profile.recency * (stored - recency)
+    why = item.explain
+    if why is not None:
+        components = {**why.get("components", {}), "recency": profile.recency * recency}
+        why = {**why, "recency": recency, "components": components}
+    return item.score, score, score, why
+
+
+def _recency(when: int, now: int, profile: Profile) -> float:
+    """``0.5 ** (age_hours / half_life_hours)`` (the store's recency, of a given time)."""
+    return float(recency_score(np.array([when], dtype=np.int64), now, profile.half_life_hours)[0])
 
 
 def _scope(on: Hub | OnHub, ids: list[str]) -> dict[str, Any] | None:

@@ -162,18 +162,21 @@ def msg_ls(ctx: click.Context, channel_name: str, limit: int, at: str | None, ag
 @click.option("--filter", "filter_", help="MongoDB filter on the metadata (JSON).")
 @click.option("--profile", type=click.Choice(["similarity", "balanced", "recent", "quality"]), default="similarity")
 @click.option("--min-confidence", type=float)
+@click.option("--min-score", type=float, help="Leave out results scoring below this.")
 @click.option("--limit", type=int, default=10, show_default=True)
+@click.option("--offset", type=int, default=0, show_default=True, help="Skip this many (a page's next_offset).")
 @at_option
 @as_option
 @click.pass_context
 @friendly
 def msg_search(ctx: click.Context, query: str | None, channels: tuple[str, ...], filter_: str | None, profile: str,
-               min_confidence: float | None, limit: int, at: str | None, agent: str) -> None:  # fmt: skip
-    """Search the messages of the channels the agent may read."""
+               min_confidence: float | None, min_score: float | None, limit: int, offset: int, at: str | None,
+               agent: str) -> None:  # fmt: skip
+    """Search the messages of the channels the agent may read (the JSON says has_more and next_offset)."""
     spec = None if filter_ is None else parse_json(filter_, "--filter")
     _act(ctx, agent, lambda a: a.search_messages(query, channels=list(channels) or None, filter=spec,
                                                  profile=profile, min_confidence=min_confidence, limit=limit,
-                                                 at=at))  # fmt: skip
+                                                 offset=offset, at=at, min_score=min_score))  # fmt: skip
 
 
 @msg.command("feedback")
@@ -239,13 +242,17 @@ def note_write(ctx: click.Context, text: str, confidence: float | None, tags: tu
 @note.command("search")
 @click.argument("query", required=False)
 @click.option("--tag", "tags", multiple=True)
+@click.option("--min-score", type=float, help="Leave out results scoring below this.")
 @click.option("--limit", type=int, default=10, show_default=True)
+@click.option("--offset", type=int, default=0, show_default=True, help="Skip this many (a page's next_offset).")
 @as_option
 @click.pass_context
 @friendly
-def note_search(ctx: click.Context, query: str | None, tags: tuple[str, ...], limit: int, agent: str) -> None:
-    """Search the agent's notes."""
-    _act(ctx, agent, lambda a: a.search_my_notes(query, tags=list(tags) or None, limit=limit))
+def note_search(ctx: click.Context, query: str | None, tags: tuple[str, ...], min_score: float | None, limit: int,
+                offset: int, agent: str) -> None:  # fmt: skip
+    """Search the agent's notes (the JSON says has_more and next_offset)."""
+    _act(ctx, agent, lambda a: a.search_my_notes(query, tags=list(tags) or None, limit=limit, offset=offset,
+                                                 min_score=min_score))  # fmt: skip
 
 
 @note.command("recent")

@@ -100,13 +100,15 @@ def rm(ctx: click.Context, namespace: str, key: str, author: str | None, message
 @click.option("--mode", type=click.Choice(["hybrid", "semantic", "keyword"]))
 @click.option("--profile", default="similarity", show_default=True, help="similarity, balanced, recent or quality.")
 @click.option("--explain", is_flag=True, help="Show each signal's score.")
+@click.option("--min-score", type=float, help="Leave out results scoring below this.")
 @click.option("--at", "at", help="Search the memory as of a ref.")
 @click.option("--full", is_flag=True, help="Never fold long values.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 @friendly
 def search(ctx: click.Context, namespace: str, query: str | None, filter_: str | None, limit: int, mode: str | None,
-           profile: str, explain: bool, at: str | None, full: bool, as_json: bool) -> None:  # fmt: skip
+           profile: str, explain: bool, min_score: float | None, at: str | None, full: bool,
+           as_json: bool) -> None:  # fmt: skip
     """Search under NAMESPACE (a/b; '' for everything) for QUERY; without QUERY, list newest first.
 
     \b
@@ -122,7 +124,7 @@ def search(ctx: click.Context, namespace: str, query: str | None, filter_: str |
     reader = mem.at(at) if at else mem
     prefix = parse_ns(namespace)
     results = reader.search(prefix, query, filter=spec, limit=limit, mode=mode, profile=profile,  # type: ignore[arg-type]
-                            explain=explain)  # fmt: skip
+                            explain=explain, min_score=min_score)  # fmt: skip
     if as_json:
         emit(search_json(results))
         return

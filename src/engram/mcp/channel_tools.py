@@ -73,6 +73,17 @@ SEARCH: dict[str, dict[str, Any]] = {
         "description": "Ranking: similarity, or mixed with confidence and recency (balanced, recent, quality).",
     },
     "limit": {**LIMIT, "default": 10},
+    "offset": {
+        "type": "integer",
+        "minimum": 0,
+        "default": 0,
+        "description": "Skip this many results: the next_offset of the previous page.",
+    },
+    "min_score": {
+        "type": "number",
+        "description": "Leave out results scoring below this (scores are 0..1 with "
+        "the built-in profiles; a listing without a query has no scores).",
+    },
     "explain": {"type": "boolean", "default": False, "description": "Add each signal's score to every result."},
     "at": {"type": "string", "description": "Search as of a version: a commit id, tag, HEAD~n or main@{ISO time}."},
 }
@@ -252,7 +263,8 @@ def message_list(actor: Actor, channel: str, limit: int, **fields: Any) -> Any:
 )
 def message_search(actor: Actor, query: str | None = None, channels: list[str] | None = None, **opts: Any) -> Any:
     """Search the messages of the channels you may read: query, metadata filter, tags, confidence, time range,
-    ranking profile. Returns {results, mode, degraded}: degraded says why it ran on keywords only."""
+    ranking profile, min_score. Returns {results, mode, degraded, has_more, next_offset}: degraded says why it ran
+    on keywords only; has_more whether more results follow (ask again with offset=next_offset)."""
     return actor.search_messages(query, channels=channels, **opts)
 
 
@@ -292,7 +304,7 @@ def note_write(actor: Actor, content: str, **fields: Any) -> Any:
     props={"agents": {**STRINGS, "description": "Other agents' notes too (needs notes:read-all; audited)."}, **SEARCH},
 )
 def note_search(actor: Actor, query: str | None = None, agents: list[str] | None = None, **opts: Any) -> Any:
-    """Search your notes (options as message_search). Returns {results, mode, degraded}."""
+    """Search your notes (options as message_search). Returns {results, mode, degraded, has_more, next_offset}."""
     return actor.search_notes(query, agents=agents, **opts)
 
 

@@ -118,6 +118,7 @@ class Search(_Body):
     mode: Mode | None = None
     limit: int = Field(10, ge=0, le=1000)
     offset: int = Field(0, ge=0)
+    min_score: float | None = None
     explain: bool = False
     at: str | None = None
 

@@ -6,6 +6,6 @@ API names them here too.
 
 from __future__ import annotations
 
-from engram.index.ranking import PROFILES, Profile, get_profile
+from engram.index.ranking import PROFILES, Profile, get_profile, recency_score
 
-__all__ = ["PROFILES", "Profile", "get_profile"]
+__all__ = ["PROFILES", "Profile", "get_profile", "recency_score"]
