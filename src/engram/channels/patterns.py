@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from engram.channels import _layout as layout
-from engram.channels._steps import Writer
+from engram.channels._steps import Writer, confidence_of
 from engram.channels.hub import Hub
 from engram.channels.model import Agent, Message, Pattern, Patterns
 from engram.channels.notes import edit_note, write_note
@@ -24,6 +24,12 @@ from engram.store import Memory
 
 #: The confidence of a pattern note: 0.5 + 0.05 per member past the first, at most this much.
 MAX_PATTERN_CONFIDENCE = 0.95
+
+
+def pattern_confidence(count: int) -> float:
+    """The confidence a pattern note of a ``count``-message cluster is written with: 0.5 + 0.05 per member past
+    the first (3 -> 0.6, 4 -> 0.65), at most :data:`MAX_PATTERN_CONFIDENCE`; feedback moves it from there."""
+    return round(min(MAX_PATTERN_CONFIDENCE, 0.5 + 0.05 * (count - 1)), 6)
 
 
 def cluster(memory: Memory, messages: list[Message], *, min_cluster: int = 3, threshold: float = 0.75) -> Patterns:
@@ -68,7 +74,7 @@ def record(hub: Hub, agent: Agent, pattern: Pattern) -> Pattern:
     """Write (or bring up to date) ``agent``'s pattern note of a cluster; returns it with ``note`` and ``new`` set."""
     key = pattern.id.replace(":", "~")
     seen = hub.memory.get(layout.patterns_ns(agent.id), key)
-    confidence = min(MAX_PATTERN_CONFIDENCE, 0.5 + 0.05 * (pattern.count - 1))
+    confidence = pattern_confidence(pattern.count)
     content = f"Recurring pattern ({pattern.count} messages): {pattern.representative}"
     crumbs = [{"type": "pattern", "value": {"seed": pattern.id, "members": list(pattern.members),
                                              "channels": list(pattern.channels)}}]  # fmt: skip
@@ -79,7 +85,9 @@ def record(hub: Hub, agent: Agent, pattern: Pattern) -> Pattern:
             def change(v: dict[str, Any]) -> dict[str, Any]:
                 meta = {**v.get("metadata", {}), "count": pattern.count}
                 text = layout.embedded_text(content, v.get("tags", ()), crumbs)
-                return {**v, "content": content, "text": text, "breadcrumbs": crumbs, "metadata": meta, "edited": True}
+                moved = {"base_confidence": confidence, "confidence": confidence_of(confidence, v.get("feedback", {}))}
+                return {**v, "content": content, "text": text, "breadcrumbs": crumbs, "metadata": meta, "edited": True,
+                        **moved}  # fmt: skip
 
             edit_note(hub, agent, note, change, lambda w: _remember(w, agent.id, key, note, pattern))
         return _with(pattern, note, new=False)
