@@ -3,9 +3,19 @@ threshold calibrated on realistic error reports, and a pattern note's confidence
 
 from __future__ import annotations
 
-import pytest
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
-from engram.channels import Actor
+import pytest
+from conftest import CHANNEL_BACKENDS, open_memory, populate
+from error_reports import CLUSTERS, REPORTS
+
+import engram
+from engram.channels import Actor, Channels
+from engram.channels.patterns import DEFAULT_THRESHOLDS
+from engram.embed import HashingEmbedder
+from engram.errors import InvalidInputError
 
 
 def _refused(actor: Actor, port: int) -> None:
@@ -26,3 +36,86 @@ def test_pattern_note_confidence_follows_its_cluster(alice: Actor) -> None:
     alice.detect_patterns("debugging", threshold=0.6, write=True)
     history = [m.confidence for m in alice.message_history(first.note or "") if m]
     assert history == pytest.approx([0.7, 0.65, 0.6])  # newest first: 5, 4 and 3 members
+
+
+class _Counting(HashingEmbedder):
+    """The hashing embedder, recording every text it is asked to embed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedded: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        self.embedded += list(texts)
+        return super().embed(texts)
+
+
+@pytest.fixture(params=CHANNEL_BACKENDS)
+def counted(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Channels, _Counting]]:
+    """A populated channels service whose store embeds with a counting embedder, on each backend."""
+    embedder = _Counting()
+    memory = open_memory(request.param, tmp_path, request, embedder=embedder)
+    yield populate(Channels(memory)), embedder
+    memory.close()
+
+
+@pytest.mark.parametrize("on", ["message", "first_line"])
+def test_patterns_reuse_stored_vectors_instead_of_embedding_again(counted: tuple[Channels, _Counting], on: str) -> None:
+    hub, embedder = counted
+    alice = hub.as_agent("alice")
+    alice.create_channel("debugging")
+    for port in range(5432, 5438):
+        _refused(alice, port)
+    alice.send("debugging", "KeyError: 'user_id'\nin the session middleware")
+    hub.memory.update_index()  # the index is up to date: every message has its vector
+    sent = alice.messages("debugging", limit=100)
+    compared = {m.content for m in sent} | {
+        m.content.splitlines()[0] for m in sent
+    }  # what "message"/"first_line" embed
+    embedder.embedded.clear()
+    first = alice.detect_patterns("debugging", on=on, write=True)
+    if on == "message":  # the index's own vectors: not even the first run embeds a message
+        assert compared.intersection(embedder.embedded) == set()
+    embedder.embedded.clear()
+    second = alice.detect_patterns("debugging", on=on, write=True)
+    assert [p.members for p in second] == [p.members for p in first] and first[0].count == 6
+    assert compared.intersection(embedder.embedded) == set()  # the second run: none at all
+
+
+@pytest.mark.parametrize("embedder", ["hashing", "minilm"])
+@pytest.mark.parametrize("on", ["message", "first_line", "metadata.error.message"])
+def test_default_threshold_finds_recurring_errors_not_pairs_or_singles(embedder: str, on: str) -> None:
+    memory = engram.open(":memory:", author="tester", embedder=embedder)
+    try:
+        hub = populate(Channels(memory))
+        alice = hub.as_agent("alice")
+        alice.create_channel("debugging")
+        kind_of = {alice.send("debugging", content, metadata=meta).id: kind for kind, content, meta in REPORTS}
+        found = alice.detect_patterns("debugging", on=on)
+        assert sorted(tuple(kind_of[m] for m in p.members) for p in found) == sorted((k,) * 3 for k in CLUSTERS)
+        lexical = "hashing" if embedder == "hashing" else "model"
+        assert found.threshold == DEFAULT_THRESHOLDS[lexical, "message" if on == "message" else "line"]
+        if on != "message":  # the representative is what the members share
+            assert {p.representative for p in found} >= {"sqlite3.OperationalError: database is locked"}
+    finally:
+        memory.close()
+
+
+def test_patterns_on_a_metadata_field_leave_out_messages_without_it(alice: Actor) -> None:
+    alice.create_channel("debugging")
+    for service in ("checkout", "search", "admin"):
+        alice.send(
+            "debugging", f"{service} is down, see the logs", metadata={"error": {"message": "OSError: disk full"}}
+        )
+    for _ in range(3):
+        alice.send("debugging", "OSError: disk full")  # same words, but no metadata field: left out
+    alice.send("debugging", "x", metadata={"error": {"message": ""}})
+    found = alice.detect_patterns("debugging", on="metadata.error.message")
+    assert [p.count for p in found] == [3] and found[0].representative == "OSError: disk full"
+    assert found[0].members == ("acme:debugging#1", "acme:debugging#2", "acme:debugging#3")
+    assert (
+        alice.detect_patterns("debugging", on="metadata.error")[0].representative == '{"message": "OSError: disk full"}'
+    )
+    for bad in ("content", "metadata.", "error.message", 3):
+        with pytest.raises(InvalidInputError, match="metadata field"):
+            alice.detect_patterns("debugging", on=bad)  # type: ignore[arg-type]
