@@ -3,19 +3,26 @@ threshold calibrated on realistic error reports, and a pattern note's confidence
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from conftest import CHANNEL_BACKENDS, open_memory, populate
 from error_reports import CLUSTERS, REPORTS
+from fastapi.testclient import TestClient
 
 import engram
 from engram.channels import Actor, Channels
 from engram.channels.patterns import DEFAULT_THRESHOLDS
+from engram.cli import cli
 from engram.embed import HashingEmbedder
 from engram.errors import InvalidInputError
+from engram.mcp.server import call_tool
+from engram.ops.access import Principal
+from engram.server import ServerConfig, create_app
 
 
 def _refused(actor: Actor, port: int) -> None:
@@ -119,3 +126,67 @@ def test_patterns_on_a_metadata_field_leave_out_messages_without_it(alice: Actor
     for bad in ("content", "metadata.", "error.message", 3):
         with pytest.raises(InvalidInputError, match="metadata field"):
             alice.detect_patterns("debugging", on=bad)  # type: ignore[arg-type]
+
+
+#: Three sessions of one error that their texts do not show alike, and the field that does.
+_SESSIONS = ["checkout crashed at start-up", "the nightly export stopped halfway", "admin dashboard is blank"]
+_ERROR = {"error": {"message": "OSError: [Errno 28] No space left on device"}}
+
+
+def test_http_patterns_take_on_and_the_calibrated_threshold() -> None:
+    with TestClient(create_app(ServerConfig(store=":memory:", embedder="hashing"))) as client:
+        client.post("/v1/projects", json={"id": "acme"})
+        client.post("/v1/agents", json={"id": "alice", "project": "acme"})
+        me = {"X-Engram-Agent": "alice"}
+        client.post("/v1/channels", json={"name": "debugging"}, headers=me)
+        for text in _SESSIONS:
+            body = {"content": text, "metadata": _ERROR}
+            assert client.post("/v1/channels/debugging/messages", json=body, headers=me).status_code == 201
+        found = client.post("/v1/patterns", json={"on": "metadata.error.message", "write": True}, headers=me)
+        assert found.status_code == 200, found.text
+        [pattern] = found.json()
+        assert pattern["count"] == 3 and pattern["representative"] == _ERROR["error"]["message"] and pattern["new"]
+        assert client.post("/v1/patterns", json={"threshold": None}, headers=me).json() == []
+        bad = client.post("/v1/patterns", json={"on": "content"}, headers=me)
+        assert bad.status_code == 422 and "metadata field" in bad.text
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_mcp_pattern_detect_takes_on(anyio_backend: str) -> None:
+    mem = engram.open(":memory:", embedder="hashing")
+    try:
+        hub = populate(Channels(mem))
+        hub.bind_key("ka", ["alice"])
+        alice = hub.as_agent("alice")
+        alice.create_channel("debugging")
+        for text in _SESSIONS:
+            alice.send("debugging", text, metadata=_ERROR)
+        who = Principal("acme", frozenset({"read", "write"}), (), key_id="ka")
+        found = await call_tool(mem, "pattern_detect", {"on": "metadata.error.message", "threshold": None}, who)
+        assert not found.is_error, found.content
+        [pattern] = found.structured_content["result"]  # type: ignore[index]
+        assert pattern["representative"] == _ERROR["error"]["message"]
+        plain = await call_tool(mem, "pattern_detect", {}, who)
+        assert plain.structured_content["result"] == []  # type: ignore[index]
+    finally:
+        mem.close()
+
+
+def test_cli_patterns_take_on(tmp_path: Path) -> None:
+    runner = CliRunner()
+    base = ["--store", f"sqlite:///{tmp_path / 's.db'}", "--embedder", "hashing", "--vector-cache", "none"]
+
+    def run(*args: str) -> Any:
+        result = runner.invoke(cli, [*base, *args], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)
+
+    run("channel", "project", "acme")
+    run("channel", "agent", "alice", "--project", "acme")
+    run("channel", "create", "debugging", "--as", "alice")
+    for text in _SESSIONS:
+        run("msg", "send", "debugging", text, "--metadata", json.dumps(_ERROR), "--as", "alice")
+    [pattern] = run("msg", "patterns", "debugging", "--on", "metadata.error.message", "--as", "alice")
+    assert pattern["count"] == 3 and pattern["representative"] == _ERROR["error"]["message"]
+    assert run("msg", "patterns", "debugging", "--as", "alice") == []
