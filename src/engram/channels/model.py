@@ -200,13 +200,16 @@ class Pattern:
 
 class Patterns(list[Pattern]):
     """Clusters pattern detection found, largest first, and how it embedded them (``degraded`` says why it fell back
-    to the lexical hashing embedder, e.g. the store has no embedder or it is unavailable; None when it did not)."""
+    to the lexical hashing embedder, e.g. the store has no embedder or it is unavailable; None when it did not) and
+    the ``threshold`` it clustered with (the calibrated default when the caller named none)."""
 
     degraded: str | None
+    threshold: float | None
 
-    def __init__(self, items: list[Pattern], degraded: str | None = None) -> None:
+    def __init__(self, items: list[Pattern], degraded: str | None = None, *, threshold: float | None = None) -> None:
         super().__init__(items)
         self.degraded = degraded
+        self.threshold = threshold
 
 
 def to_json(value: Any) -> Any:

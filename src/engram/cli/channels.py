@@ -194,18 +194,26 @@ def msg_feedback(ctx: click.Context, message_id: str, worked: bool, note: str | 
 @msg.command("patterns")
 @click.argument("channels", nargs=-1)
 @click.option("--min-cluster", type=int, default=3, show_default=True)
-@click.option("--threshold", type=float, default=0.75, show_default=True)
+@click.option(
+    "--threshold", type=float, help="Cosine to join a cluster [default: calibrated for the embedder and --on]."
+)
 @click.option("--filter", "filter_", help="MongoDB filter on the metadata (JSON).")
+@click.option(
+    "--on",
+    default="message",
+    show_default=True,
+    help="Compare on: message, first_line, or a metadata field such as metadata.error.message.",
+)
 @click.option("--write", is_flag=True, help="Record each cluster as a pattern note.")
 @as_option
 @click.pass_context
 @friendly
-def msg_patterns(ctx: click.Context, channels: tuple[str, ...], min_cluster: int, threshold: float,
-                 filter_: str | None, write: bool, agent: str) -> None:  # fmt: skip
+def msg_patterns(ctx: click.Context, channels: tuple[str, ...], min_cluster: int, threshold: float | None,
+                 filter_: str | None, on: str, write: bool, agent: str) -> None:  # fmt: skip
     """Cluster similar messages into patterns."""
     spec = None if filter_ is None else parse_json(filter_, "--filter")
     _act(ctx, agent, lambda a: a.detect_patterns(list(channels) or None, min_cluster=min_cluster,
-                                                 threshold=threshold, filter=spec, write=write))  # fmt: skip
+                                                 threshold=threshold, filter=spec, on=on, write=write))  # fmt: skip
 
 
 @msg.command("events")

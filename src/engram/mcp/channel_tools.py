@@ -335,13 +335,19 @@ def note_peek(actor: Actor, owner: str, limit: int, query: str | None = None) ->
     since=SEARCH["since"],
     min_cluster={"type": "integer", "minimum": 2, "default": 3, "description": "Smallest cluster to report."},
     threshold={
-        "type": "number",
+        "type": ["number", "null"],
         "minimum": -1,
         "maximum": 1,
-        "default": 0.75,
-        "description": "Cosine a message needs to join a cluster.",
+        "default": None,
+        "description": "Cosine a message needs to join a cluster (null: calibrated for the embedder and on).",
     },
     filter=SEARCH["filter"],
+    on={
+        "type": "string",
+        "default": "message",
+        "description": 'Compare messages on "message" (the indexed text), "first_line" of the content, or a metadata '
+        'field such as "metadata.error.message" (messages without it are left out).',
+    },
     write={"type": "boolean", "default": False, "description": "Record each cluster as a pattern note."},
 )
 def pattern_detect(actor: Actor, channels: list[str] | None = None, **opts: Any) -> Any:

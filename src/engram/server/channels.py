@@ -135,8 +135,9 @@ class Patterns(_Body):
     channels: list[str] | None = None
     since: str | None = None
     min_cluster: int = Field(3, ge=2)
-    threshold: float = Field(0.75, ge=-1, le=1)
+    threshold: float | None = Field(None, ge=-1, le=1)
     filter: dict[str, Any] | None = None
+    on: str = "message"
     write: bool = False
 
 
