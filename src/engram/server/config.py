@@ -69,6 +69,8 @@ class ServerConfig:
             shard the catalog routes it to, and map changes (moves) are picked up without a restart.
         replicas / replica_max_lag: read replicas (PostgreSQL standbys of a PostgreSQL store; also ``?replica=``
             in its URL) and the seconds one may lag before reads skip it (engram.server.consistency).
+        channel_max_content: the longest message or note content the channels service accepts, in characters
+            (None: the library's default, see :class:`~engram.channels.Channels`).
         breakers: circuit breaker settings by kind of dependency (``postgresql``, ``redis``, ``embedder``,
             ``model``, ``s3``), e.g. ``{"embedder": {"failure_threshold": 3, "reset_timeout": 10}}``; applied to
             the whole process when the server starts (:func:`engram.breakers.configure`).
@@ -102,9 +104,13 @@ class ServerConfig:
     replicas: tuple[str, ...] = ()
     replica_max_lag: float = 10.0
     breakers: dict[str, dict[str, Any]] | None = None
+    channel_max_content: int | None = None
 
     def __post_init__(self) -> None:
         self.writer_config()  # a writer setting out of range fails when the server is configured, not at a run
+        limit = self.channel_max_content
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ConfigError(f"channel_max_content must be a positive number of characters, got {limit!r}")
 
     def open_options(self) -> dict[str, Any]:
         """Keyword arguments every store of this server is opened with."""
@@ -172,6 +178,7 @@ class Tenants:
             index_delay=config.index_delay,
             router=self.router,
             writer=self.writer,
+            max_content=config.channel_max_content,
         )
         self._coalescers: OrderedDict[tuple[str, str, str], Coalescer] = OrderedDict()
 
