@@ -103,6 +103,8 @@ def locomo(data: list[dict[str, Any]], embedder: str, tmp: Path) -> dict[str, An
         with raw.transaction(f"raw {sid}") as tx:
             for turn in turns:
                 tx.put(target, turn["id"], {"text": f"{turn['speaker']}: {turn['text']}"}, index=["text"])
+        mem.flush_index()  # every memory and turn embedded before the first question: no keyword-only fallback
+        raw.flush_index()
         known = {t["id"] for t in turns}
         for qa in sample["qa"]:
             evidence = repair(qa.get("evidence", []), known)

@@ -81,8 +81,14 @@ def test_dates_are_resolved_at_the_precision_said_and_never_without_a_time():
 def test_offline_drops_filler_and_keeps_short_facts(mem: Memory, tmp_path: Path):
     writer = writer_on(mem, tmp_path)
     say(writer, "I totally agree, Melanie.", "That's so cool!", "Thanks for sharing", "I love sushi.", "I'm vegan.",
-        "Wow, great to hear that!", "Keep it up, you're doing great!")  # fmt: skip
-    assert texts(mem) == ["I love sushi.", "I'm vegan."]
+        "Wow, great to hear that!", "Keep it up, you're doing great!", "Thanks, Caroline.",
+        "Been reading the book you recommended.", "Sunflowers mean warmth, right?")  # fmt: skip
+    assert texts(mem) == [
+        "Been reading the book you recommended.",
+        "I love sushi.",
+        "I'm vegan.",
+        "Sunflowers mean warmth.",
+    ]
 
 
 def test_filler_is_told_from_content():

@@ -78,13 +78,15 @@ _SUBJECTS: tuple[tuple[re.Pattern[str], str], ...] = (
 _NEGATED = re.compile(r"\b(?:not|no longer|n't|never|anymore|any more|stopped|quit|hate|dislike)\b", re.IGNORECASE)
 _SELF = re.compile(
     r"^(?:(?:so|and|but|also|well|yeah|yes|oh|actually|honestly|btw|plus|now|then|anyway|recently|lately|"
-    r"last \w+|yesterday|today|this \w+)[,!]?\s+)*(?:I|I'm|I've|I'd|I'll|My|We|We're|We've|We'd|We'll|Our)\b",
+    r"last \w+|yesterday|today|this \w+)[,!]?\s+)*(?:I|I'm|I've|I'd|I'll|My|We|We're|We've|We'd|We'll|Our)\b(?![.)])",
     re.IGNORECASE,
 )
 _NUMBER = re.compile(
     r"\d+(?:[.,]\d+)?|\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
     r"forty|fifty|hundred|thousand|million|first|second|third|once|twice)\b"
 )
+#: A statement with a question tag ("Sunflowers mean warmth, right?") is a statement.
+_TAG_QUESTION = re.compile(r",\s*(?:right|isn't it|aren't they|don't you think|you know)\?$", re.IGNORECASE)
 _ARTICLE = re.compile(r"^(?:the|a|an|my|some|all|any)\s+", re.IGNORECASE)
 
 
@@ -133,7 +135,7 @@ def statements(text: str, names: Collection[str] = (), *, partial_start: bool = 
     out: list[str] = []
     sentences = split_sentences("\n".join(prose_lines(text)))
     for index, raw in enumerate(sentences):
-        sentence = pronoun_i(raw.strip().strip("\"'\u201c\u201d"))
+        sentence = _TAG_QUESTION.sub(".", pronoun_i(raw.strip().strip("\"'\u201c\u201d")))
         if index == 0 and partial_start:
             continue
         if (

@@ -84,7 +84,7 @@ REACTIONS = frozenset(
 _NAME = re.compile(r"^[A-Z][a-z]+$")
 _VOCATIVE = re.compile(
     r"(?:^|,\s*|\b(?:[Hh]ey|[Hh]i|[Hh]ello|[Tt]hanks|[Tt]hank you|[Bb]ye|[Cc]ongrats|[Dd]ear|[Ww]ow|[Oo]h)\s+)"
-    r"([A-Z][a-z]+)\s*(?:[,.!?]|$)"
+    r"([A-Z][a-z]+)(?=\s*(?:[,.!?]|$))"
 )
 _SECOND_PERSON = re.compile(r"\b(?:you|your|yours|yourself|yourselves|ya|u|ur)\b|\byou['\u2019](?:re|ve|d|ll)\b",
                             re.IGNORECASE)  # fmt: skip
@@ -92,6 +92,13 @@ _IMPERATIVE = re.compile(
     r"^(?:(?:oh|hey|so|and|but|well|please|just|now|definitely|totally|always|never)[,!]?\s+)*(?:take|keep|tell|"
     r"check|look|have|stay|don't|do not|go|come|give|make|try|enjoy|remember|feel|hang|send|show|let|drop|hit|"
     r"believe|trust|imagine|think about|consider|good luck|hope|wish|catch|knock|break|get|be)\b",
+    re.IGNORECASE,
+)
+#: A sentence that starts with its verb, the "I" left out as chat does ("Been reading that book you recommended.").
+_ELIDED_I = re.compile(
+    r"^(?:(?:just|finally|recently|still|also|lately|so)\s+)*(?:been|gonna|wanna|gotta|went|got|had|did|made|took|"
+    r"tried|found|started|finished|joined|bought|saw|met|visited|learned|learnt|signed|picked|spent|moved|decided|"
+    r"planning|thinking|working|hoping|reading|watching|getting|going|taking|doing|trying|loving)\b",
     re.IGNORECASE,
 )
 _ORDER_ME = re.compile(r"^(?:please\s+)?(?:tell|show|give|send|let|help|remind)\s+me\b", re.IGNORECASE)
@@ -234,7 +241,9 @@ def addresses_listener(sentence: str) -> bool:
     """True when ``sentence`` speaks to or of the listener and not of the speaker: a compliment, advice or an order
     ("You'd be a great counselor!", "Keep at it!", "Tell me more about your movie!"), not a statement about the
     speaker."""
-    if first_person(sentence.replace("Let me", "").replace("let me", "")) and not _ORDER_ME.match(sentence):
+    if _ELIDED_I.match(sentence) or (
+        first_person(sentence.replace("Let me", "").replace("let me", "")) and not _ORDER_ME.match(sentence)
+    ):
         return False
     return bool(_SECOND_PERSON.search(sentence) or _IMPERATIVE.match(sentence))
 
