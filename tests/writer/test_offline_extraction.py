@@ -180,7 +180,18 @@ def test_a_reversal_supersedes_the_older_memory(mem: Memory, tmp_path: Path):
 
 def test_subjects_that_a_later_statement_supersedes():
     assert subject_of("I live in Berlin.") == subject_of("I moved to Munich.") == "home"
+    assert subject_of("I moved the couch to the attic.") is None
     assert subject_of("I like coffee.") == subject_of("I don't like coffee anymore.") == "likes coffee"
     assert subject_of("I really love the beach in summer.") == "likes beach"
     assert subject_of("My favourite colour is green.") == "my favourite colour"
     assert subject_of("The weather is nice.") is None
+
+
+def test_a_reversal_finds_the_memory_it_supersedes_among_many(mem: Memory, tmp_path: Path):
+    writer = writer_on(mem, tmp_path)
+    say(writer, "I live in Berlin.")
+    say(writer, *(f"I moved stamp album number {i} to the shelf in March." for i in range(30)))  # not a new home
+    run = say(writer, "I moved to Munich in March.")
+    assert run["added"] == 0 and run["updated"] == 1
+    assert not [text for text in texts(mem) if "Berlin" in text] and "I moved to Munich in March." in texts(mem)
+    assert len(texts(mem)) == 31

@@ -62,6 +62,12 @@ _LIKES = re.compile(
     r"(?!to\b|it\b|that\b|this\b|them\b|you\b|how\b|when\b|the way\b)(.+)",
     re.IGNORECASE,
 )
+_HOME = re.compile(
+    r"\bI\s+(?:(?:now|still|currently)\s+)?live\s+(?:in|at|near|on|by)\b"
+    r"|\bI\s+(?:(?:just|recently|finally|have|'ve)\s+)*(?:moved|relocated)\s+(?:back\s+)?(?:to|into|from|out|away|abroad|here)\b"
+    r"|\bI(?:'m| am)\s+(?:now\s+)?(?:based|living)\s+in\b",
+    re.IGNORECASE,
+)
 _WORK = re.compile(
     r"\bI\s+(?:now\s+|still\s+)?work(?:\s+(?:as|at|for))\b|\bI\s+(?:quit|left)\s+my\s+job\b"
     r"|\bI\s+got\s+a\s+(?:new\s+)?job\b",
@@ -71,10 +77,15 @@ _AGE = re.compile(r"\bI(?:'m| am)\s+\d{1,3}\s+years?\s+old\b|\bI\s+(?:just\s+)?t
 _SUBJECTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bmy\s+(favou?rite\s+[a-z]+(?:\s+[a-z]+)?)\s+(?:is|are|was)\b", re.IGNORECASE), "my {0}"),
     (re.compile(r"\bmy\s+(name|age|birthday|address|email|phone number|job|title)\s+is\b", re.IGNORECASE), "{0}"),
-    (re.compile(r"\bI\s+(?:now\s+|still\s+)?(?:live|moved|relocated|am based|'m based)\b", re.IGNORECASE), "home"),
+    (_HOME, "home"),
     (_WORK, "work"),
     (_AGE, "age"),
 )
+_SUBJECT_WORDS = {
+    "home": "I live in lives living moved to relocated based home",
+    "work": "I work as at for job working quit left",
+    "age": "I am years old age turned",
+}
 _NEGATED = re.compile(r"\b(?:not|no longer|n't|never|anymore|any more|stopped|quit|hate|dislike)\b", re.IGNORECASE)
 _SELF = re.compile(
     r"^(?:(?:so|and|but|also|well|yeah|yes|oh|actually|honestly|btw|plus|now|then|anyway|recently|lately|"
@@ -121,6 +132,16 @@ def subject_of(sentence: str) -> str | None:
         if thing:
             return f"likes {thing}"
     return None
+
+
+def subject_query(subject: str) -> str:
+    """A search query that finds the memories on ``subject`` (as :func:`subject_of` names it, after the speaker's
+    name when there is one), whatever their wording."""
+    speaker, _, topic = subject.rpartition(": ")
+    words = _SUBJECT_WORDS.get(topic)
+    if words is None:
+        words = f"like love enjoy {topic[6:]}" if topic.startswith("likes ") else topic
+    return f"{speaker} {words}".strip()
 
 
 def kind_of(sentence: str) -> str:
@@ -237,6 +258,7 @@ class OfflineExtractor:
         lone turn ending mid-sentence in a step that is not the last may be such a part: its unfinished sentence
         is written as a memory of its own and remembered; when the next step starts with the same message, that
         memory is deleted and the sentence is read again, whole."""
+        before = len(workspace.actions)
         turns = list(request.turns)
         names = {t.name for t in (*request.context, *turns) if t.name}
         partial = False
@@ -267,8 +289,12 @@ class OfflineExtractor:
                 self._cut[(workspace.run_id, last.message_id)] = (held if len(held) <= MAX_SENTENCE_CHARS else "", key)
                 while len(self._cut) > 256:
                     self._cut.pop(next(iter(self._cut)))
-        if not written and not workspace.actions:
-            workspace.no_new_memories("nothing to remember: questions, filler or pasted text only")
+        if len(workspace.actions) == before:
+            workspace.no_new_memories(
+                "every statement repeats a stored memory"
+                if found or tail is not None
+                else "nothing to remember: questions, filler or pasted text only"
+            )
 
     def _write(self, found: list[Candidate], workspace: Workspace, names: Collection[str]) -> dict[Candidate, str]:
         """Write ``found`` (merged, repeats skipped, same subjects superseded); returns each written candidate's key."""
@@ -279,6 +305,8 @@ class OfflineExtractor:
             related = workspace.search(candidate.text, 5)
             if self._repeats(vector, related, candidate.text, names):
                 continue
+            if candidate.subject is not None:  # the memory it supersedes may share no word with it: ask by subject
+                related += workspace.search(subject_query(candidate.subject), 10)
             same = next((n for n in related if candidate.subject and n.subject == candidate.subject), None)
             try:
                 note = workspace.write(
