@@ -195,3 +195,12 @@ def test_a_reversal_finds_the_memory_it_supersedes_among_many(mem: Memory, tmp_p
     assert run["added"] == 0 and run["updated"] == 1
     assert not [text for text in texts(mem) if "Berlin" in text] and "I moved to Munich in March." in texts(mem)
     assert len(texts(mem)) == 31
+
+
+def test_each_statement_about_the_speaker_is_a_memory_with_what_goes_on_about_it(mem: Memory, tmp_path: Path):
+    writer = writer_on(mem, tmp_path)
+    say(writer, "I painted that lake in 2022! It's special to me. I also own a red bicycle. The frame is steel.")
+    assert texts(mem) == [
+        "I also own a red bicycle. The frame is steel.",
+        "I painted that lake in 2022! It's special to me.",
+    ]

@@ -5,13 +5,16 @@ From each turn of the chosen speakers it keeps what is worth remembering and dro
 - **Prose only**: code blocks, logs, stack traces, tables and blobs are skipped (:mod:`engram.writer.sentences`); a
   turn that comes in parts (larger than the run's turn budget) is joined again at the cut, so no memory starts or
   ends mid-word, and a sentence is skipped rather than shortened.
-- **Statements only**: questions and filler ("Thanks for sharing!", "I totally agree, Mel.") are dropped; short
-  facts ("I love sushi.", "I'm vegan.") are kept. A turn's statements become one memory; a statement on a subject
-  that can change ("I live in ...", "I like ...", "my favourite ... is ...") becomes a memory of its own.
+- **Statements only**: questions, filler ("Thanks for sharing!", "I totally agree, Mel.") and what is said to the
+  listener ("You'd be a great counselor!") are dropped; short facts ("I love sushi.", "I'm vegan.") are kept. Each
+  statement about the speaker starts a memory, and the sentences that go on about it stay with it (see
+  :func:`group`); a statement on a subject that can change ("I live in ...", "I like ...", "my favourite ... is
+  ...") is a memory of its own.
 - **Dates made absolute**: "yesterday", "last Friday", "two weeks ago" are resolved against the turn's time
   (:mod:`engram.writer.dates`).
 - **Once**: statements of one step that say the same thing (embedding similarity at or above
-  ``duplicate_threshold``) are one memory citing every message; one that repeats a stored memory is not written.
+  ``duplicate_threshold``, or the same content words; the same polarity and numbers) are one memory citing every
+  message; one that repeats a stored memory is not written.
 - **Reversals supersede**: a statement on a subject an older memory has ("I moved to Munich" after "I live in
   Berlin", "I don't like coffee anymore" after "I like coffee") updates that memory, at its version.
 """
