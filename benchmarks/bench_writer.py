@@ -1,10 +1,11 @@
-"""The memory writer (issue #14) on LoCoMo, and its own overhead per run against a scripted model server.
+"""The memory writer on LoCoMo, and its own overhead per run against a scripted model server.
 
 1. Each LoCoMo conversation is fed turn by turn to a :class:`MemoryWriter` with the offline extractor (interval
-   2; speaker A is the ``user``, speaker B the ``assistant``; both are people, so both are mined). Reported:
-   memories written per conversation, run time per run (p50/p95), and recall@10 of the evidence through the
-   extracted memories (a question's evidence is found when a retrieved memory's ``sources`` include its dialog
-   id), beside storing every turn raw, with the same embedder and search.
+   2; speaker A is the ``user``, speaker B the ``assistant``; both are people, so both are mined), each session at
+   its own date (a simulated clock: relative dates resolve against the session's time). Reported: memories against
+   turns, run time per run (p50/p95), and recall@10 of the evidence per LoCoMo category and overall through the
+   extracted memories (a question's evidence is found when a retrieved memory's ``sources`` include its dialog id),
+   beside storing every turn raw, with the same embedder and search (both indexes flushed before the questions).
 2. With the scripted OpenAI-compatible server on 127.0.0.1 (answers at once: one write, then done), the
    writer's overhead per run (run time minus model-call time) for 10-turn windows on SQLite.
 
