@@ -10,6 +10,7 @@ import engram
 from engram.channels import Channels
 from engram.mcp.server import call_tool
 from engram.ops.access import Principal
+from engram.store import Memory
 
 pytestmark = pytest.mark.anyio
 
@@ -23,7 +24,8 @@ def _key(key_id: str) -> Principal:
     return Principal("acme", frozenset({"read", "write"}), (), key_id=key_id)
 
 
-async def test_mcp_channel_tools_act_as_the_keys_agent() -> None:
+def _acme() -> tuple[Memory, Principal, Principal]:
+    """A store whose hub has agents alice and bob (project acme), with the keys ka and kb bound to them."""
     mem = engram.open(":memory:", embedder="hashing")
     hub = Channels(mem)
     hub.create_project("acme")
@@ -31,7 +33,11 @@ async def test_mcp_channel_tools_act_as_the_keys_agent() -> None:
         hub.register_agent(agent, project="acme")
     hub.bind_key("ka", ["alice"])
     hub.bind_key("kb", ["bob"])
-    alice, bob = _key("ka"), _key("kb")
+    return mem, _key("ka"), _key("kb")
+
+
+async def test_mcp_channel_tools_act_as_the_keys_agent() -> None:
+    mem, alice, bob = _acme()
 
     made = await call_tool(mem, "channel_create", {"name": "debugging"}, alice)
     assert not made.is_error, made.content
@@ -102,14 +108,7 @@ async def test_every_channel_operation_of_the_library_is_a_tool() -> None:
     from engram.channels import Actor
     from engram.mcp.channel_tools import CHANNEL_TOOLS
 
-    mem = engram.open(":memory:", embedder="hashing")
-    hub = Channels(mem)
-    hub.create_project("acme")
-    for agent in ("alice", "bob"):
-        hub.register_agent(agent, project="acme")
-    hub.bind_key("ka", ["alice"])
-    hub.bind_key("kb", ["bob"])
-    alice, bob = _key("ka"), _key("kb")
+    mem, alice, bob = _acme()
 
     async def ok(name: str, args: dict[str, Any], who: Principal) -> Any:
         result = await call_tool(mem, name, args, who)
