@@ -11,11 +11,16 @@ batch), then measured through the public API:
 - events: a subscriber in another process (``Channels.subscribe``, polling by cursor every 20 ms) sees each message
   event; latency = the time it prints the event minus the time ``send`` returned.
 
+``--patterns N`` measures pattern detection instead: N error reports with stack traces (default 1,000) across 5
+channels of a fresh SQLite store, indexed (so the store keeps their vectors), then ``detect_patterns`` three times
+with the default arguments and twice with ``on="first_line"``, for MiniLM and the hashing embedder.
+
 Searches run with the query cache off (when the engram has one), so they measure the search, not a cache hit.
 ``--keep DIR`` saves the seeded, indexed store in DIR; ``--seeded DIR`` starts from a copy of such a store instead
 of seeding (so several engram versions can be measured on the same data: run with ``PYTHONPATH=<checkout>/src``).
 
-Usage: ``python benchmarks/bench_channels.py [--messages 100000] [--keep DIR | --seeded DIR] [--out results.json]``.
+Usage: ``python benchmarks/bench_channels.py [--messages 100000] [--keep DIR | --seeded DIR] [--out results.json]``
+or ``python benchmarks/bench_channels.py --patterns 1000 [--out results.json]``.
 """
 
 from __future__ import annotations
@@ -88,6 +93,56 @@ def seed(url: str, folder: Path, names: list[str], per_channel: int, rng: random
     return seeded, indexed
 
 
+def _report(rng: random.Random) -> str:
+    """An error report as a debugging session posts it: the error line, then a stack trace of 2-4 frames."""
+    frames = "\n".join(
+        f'  File "/srv/{rng.choice(SERVICES)}/{rng.choice(["app", "db", "client", "handlers"])}.py", '
+        f"line {rng.randint(10, 900)}, in {rng.choice(['connect', 'handle', 'run', 'fetch', 'save'])}\n"
+        f"    {rng.choice(['conn.open()', 'return self._send(req)', 'rows = cur.fetchall()', 'yield item'])}"
+        for _ in range(rng.randint(2, 4))
+    )
+    return f"{_text(rng)}\n\nTraceback (most recent call last):\n{frames}"
+
+
+def patterns(count: int, embedder: str) -> dict[str, Any]:
+    """Seconds ``detect_patterns`` takes over ``count`` indexed error reports (three default runs, two on the first
+    line), and the clusters it found."""
+    rng = random.Random(29)
+    folder = Path(tempfile.mkdtemp(prefix="bench-patterns-"))
+    memory = engram.open(f"sqlite:///{folder / 'p.db'}", embedder=embedder)
+    hub = Channels(memory)
+    hub.create_project("bench")
+    hub.register_agent("agent", project="bench")
+    actor = hub.as_agent("agent")
+    names = [f"channel-{i}" for i in range(5)]
+    for name in names:
+        actor.create_channel(name)
+    for start in range(0, count, 200):
+        actor.send_many(names[start // 200 % 5], [{"content": _report(rng)} for _ in range(min(200, count - start))])
+    started = time.perf_counter()
+    memory.update_index()
+    indexed = time.perf_counter() - started
+    runs, found = [], 0
+    for _ in range(3):
+        t0 = time.perf_counter()
+        found = len(actor.detect_patterns(limit=count))
+        runs.append(time.perf_counter() - t0)
+    lines, first_line = 0, []
+    for _ in range(2):  # the first run embeds the first lines, the second finds them in the vector cache
+        t0 = time.perf_counter()
+        try:
+            lines = len(actor.detect_patterns(limit=count, on="first_line"))
+        except TypeError:  # an engram without ``on``
+            break
+        first_line.append(time.perf_counter() - t0)
+    memory.close()
+    shutil.rmtree(folder)
+    return {"embedder": embedder, "messages": count, "index_s": round(indexed, 2),
+            "detect_s": [round(r, 3) for r in runs], "clusters": found,
+            "first_line_s": [round(r, 3) for r in first_line],
+            "first_line_clusters": lines}  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--messages", type=int, default=100_000)
@@ -97,7 +152,18 @@ def main() -> None:
     parser.add_argument("--seeded", type=Path, help="start from a copy of a store saved with --keep")
     parser.add_argument("--ab", action="store_true",
                         help="also time each search beside its twin scoped by an exact list of channels")  # fmt: skip
+    parser.add_argument("--patterns", type=int, help="measure detect_patterns over this many error reports instead")
     args = parser.parse_args()
+    if args.patterns:
+        measured = [patterns(args.patterns, name) for name in ("minilm", "hashing")]
+        print("| embedder | index | detect_patterns, three runs | on first_line |\n|---|---|---|---|")
+        for m in measured:
+            runs, lines = (", ".join(f"{r} s" for r in m[k]) for k in ("detect_s", "first_line_s"))
+            print(f"| {m['embedder']} | {m['index_s']} s | {runs} ({m['clusters']} clusters) "
+                  f"| {lines} ({m['first_line_clusters']} clusters) |")  # fmt: skip
+        if args.out:
+            args.out.write_text(json.dumps(measured, indent=2))
+        return
     rng = random.Random(13)
     folder = Path(tempfile.mkdtemp(prefix="bench-channels-"))
     url = f"sqlite:///{folder / 'channels.db'}"

@@ -1,10 +1,11 @@
-"""The memory writer (issue #14) on LoCoMo, and its own overhead per run against a scripted model server.
+"""The memory writer on LoCoMo, and its own overhead per run against a scripted model server.
 
 1. Each LoCoMo conversation is fed turn by turn to a :class:`MemoryWriter` with the offline extractor (interval
-   2; speaker A is the ``user``, speaker B the ``assistant``; both are people, so both are mined). Reported:
-   memories written per conversation, run time per run (p50/p95), and recall@10 of the evidence through the
-   extracted memories (a question's evidence is found when a retrieved memory's ``sources`` include its dialog
-   id), beside storing every turn raw, with the same embedder and search.
+   2; speaker A is the ``user``, speaker B the ``assistant``; both are people, so both are mined), each session at
+   its own date (a simulated clock: relative dates resolve against the session's time). Reported: memories against
+   turns, run time per run (p50/p95), and recall@10 of the evidence per LoCoMo category and overall through the
+   extracted memories (a question's evidence is found when a retrieved memory's ``sources`` include its dialog id),
+   beside storing every turn raw, with the same embedder and search (both indexes flushed before the questions).
 2. With the scripted OpenAI-compatible server on 127.0.0.1 (answers at once: one write, then done), the
    writer's overhead per run (run time minus model-call time) for 10-turn windows on SQLite.
 
@@ -24,17 +25,20 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import defaultdict
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
 import engram
+from engram import clock
 from engram.writer import MemoryWriter, OfflineExtractor, OpenAIExtractor, WriterMetrics
 from engram.writer.scripted import Reply, ScriptedModelServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_retrieval import repair
+from bench_retrieval import CATEGORIES, repair
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo10.json"
@@ -47,12 +51,13 @@ def pct(values: list[float], q: float) -> float:
 
 
 def turns_of(conv: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every dialog turn in session order."""
+    """Every dialog turn in session order, with the time its session started (naive UTC)."""
     out = []
     for name in sorted((k for k in conv if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k[8:])):
+        when = datetime.strptime(conv[f"{name}_date_time"], "%I:%M %p on %d %B, %Y")
         for turn in conv[name]:
             text = turn["text"] + (f" [shares a photo: {turn['blip_caption']}]" if turn.get("blip_caption") else "")
-            out.append({"id": turn["dia_id"], "speaker": turn["speaker"], "text": text})
+            out.append({"id": turn["dia_id"], "speaker": turn["speaker"], "text": text, "at": when})
     return out
 
 
@@ -62,26 +67,35 @@ def recall(found: list[set[str]], evidence: list[str]) -> float:
     return sum(1 for e in evidence if e in cited) / len(evidence)
 
 
+def feed(mem: engram.Memory, sid: str, conv: dict[str, Any], turns: list[dict[str, Any]], tmp: Path) -> MemoryWriter:
+    """Feed one conversation to a writer turn by turn, each session at its own date (a simulated clock)."""
+    extractor = OfflineExtractor(roles=("user", "assistant"))
+    writer = MemoryWriter(mem, extractor=extractor, interval=2, background=False, trace_dir=tmp / "traces",
+                          metrics=WriterMetrics(CollectorRegistry()))  # fmt: skip
+    target = ("locomo", sid)
+    with clock.simulated(turns[0]["at"]) as sim:
+        writer.start_conversation(sid, target)
+        for turn in turns:
+            if turn["at"] > sim.now().replace(tzinfo=None):
+                sim.set(turn["at"])
+            role = "user" if turn["speaker"] == conv["speaker_a"] else "assistant"
+            writer.append(sid, role, turn["text"], message_id=turn["id"], name=turn["speaker"])
+        writer.run_now(target)  # the tail after the last due run
+    return writer
+
+
 def locomo(data: list[dict[str, Any]], embedder: str, tmp: Path) -> dict[str, Any]:
     """Part 1 (see the module docstring)."""
     per_conv: list[dict[str, Any]] = []
     run_ms: list[float] = []
-    writer_recall: list[float] = []
-    raw_recall: list[float] = []
+    scores: dict[str, dict[str, list[float]]] = {"writer": defaultdict(list), "raw": defaultdict(list)}
     for sample in data:
         conv, sid = sample["conversation"], sample["sample_id"]
-        mem = engram.open(f"sqlite:///{tmp / f'{sid}.db'}", embedder=embedder)
-        extractor = OfflineExtractor(roles=("user", "assistant"))
-        writer = MemoryWriter(mem, extractor=extractor, interval=2, background=False, trace_dir=tmp / "traces",
-                              metrics=WriterMetrics(CollectorRegistry()))  # fmt: skip
         target = ("locomo", sid)
-        writer.start_conversation(sid, target)
+        mem = engram.open(f"sqlite:///{tmp / f'{sid}.db'}", embedder=embedder)
         turns = turns_of(conv)
         started = time.perf_counter()
-        for turn in turns:
-            role = "user" if turn["speaker"] == conv["speaker_a"] else "assistant"
-            writer.append(sid, role, turn["text"], message_id=turn["id"], name=turn["speaker"])
-        writer.run_now(target)  # the tail after the last due run
+        writer = feed(mem, sid, conv, turns, tmp)
         feed_s = time.perf_counter() - started
         runs = writer.runs(target, limit=10_000)
         run_ms += [float(r["duration_ms"]) for r in runs if "duration_ms" in r]
@@ -90,26 +104,33 @@ def locomo(data: list[dict[str, Any]], embedder: str, tmp: Path) -> dict[str, An
         with raw.transaction(f"raw {sid}") as tx:
             for turn in turns:
                 tx.put(target, turn["id"], {"text": f"{turn['speaker']}: {turn['text']}"}, index=["text"])
+        mem.flush_index()  # every memory and turn embedded before the first question: no keyword-only fallback
+        raw.flush_index()
         known = {t["id"] for t in turns}
         for qa in sample["qa"]:
             evidence = repair(qa.get("evidence", []), known)
             if not evidence:
                 continue
+            category = CATEGORIES[qa["category"]]
             hits = mem.search(target, qa["question"], limit=10)
-            writer_recall.append(recall([set(h.sources) for h in hits], evidence))
+            found = recall([set(h.sources) for h in hits], evidence)
             raw_hits = raw.search(target, qa["question"], limit=10)
-            raw_recall.append(recall([{h.key} for h in raw_hits], evidence))
+            raw_found = recall([{h.key} for h in raw_hits], evidence)
+            for name, value in (("writer", found), ("raw", raw_found)):
+                scores[name][category].append(value)
+                scores[name]["overall"].append(value)
         per_conv.append({"conversation": sid, "turns": len(turns), "memories": len(memories), "runs": len(runs),
                          "feed_s": round(feed_s, 2)})  # fmt: skip
         print(f"{sid}: {len(turns)} turns, {len(memories)} memories, {len(runs)} runs, {feed_s:.1f}s", file=sys.stderr)
+        writer.close()
         raw.close()
         mem.close()
+    recall_at_10 = {side: {c: statistics.mean(v) for c, v in by.items()} for side, by in scores.items()}
     return {
-        "conversations": per_conv,
-        "memories_per_conversation": statistics.mean(c["memories"] for c in per_conv),
+        "conversations": per_conv, "turns": sum(c["turns"] for c in per_conv),
+        "memories": sum(c["memories"] for c in per_conv),
         "run_ms_p50": pct(run_ms, 0.5), "run_ms_p95": pct(run_ms, 0.95), "runs": len(run_ms),
-        "questions": len(writer_recall), "writer_recall@10": statistics.mean(writer_recall),
-        "raw_recall@10": statistics.mean(raw_recall),
+        "questions": {c: len(v) for c, v in scores["writer"].items()}, "recall@10": recall_at_10,
     }  # fmt: skip
 
 
@@ -143,6 +164,23 @@ def overhead(tmp: Path, runs: int, embedder: str, synchronous: str = "full") -> 
             "overhead_ms_p95": pct(own, 0.95)}  # fmt: skip
 
 
+def table(lo: dict[str, Any], conversations: int, embedder: str) -> str:
+    """Part 1 as Markdown: recall@10 per category through the writer's memories and through raw turns."""
+    rec, questions = lo["recall@10"], lo["questions"]
+    lines = [
+        f"{conversations} conversations, {lo['turns']:,} turns, {lo['memories']:,} memories "
+        f"({lo['memories'] / lo['turns']:.2f} per turn), embedder {embedder}; run time per run p50 / p95 "
+        f"{lo['run_ms_p50']:.1f} / {lo['run_ms_p95']:.1f} ms ({lo['runs']} runs)",
+        "",
+        "| category | questions | recall@10, writer's memories | recall@10, raw turns |",
+        "|---|---|---|---|",
+    ]
+    for category in [*sorted(c for c in questions if c != "overall"), "overall"]:
+        lines.append(f"| {category} | {questions[category]:,} | {rec['writer'][category]:.3f} | "
+                     f"{rec['raw'][category]:.3f} |")  # fmt: skip
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run both parts and print a Markdown table."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -171,12 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         result = {"locomo": found, "overhead": overhead(Path(tmp), args.overhead_runs, args.embedder),
                   "embedder": args.embedder}  # fmt: skip
     lo, ov = result["locomo"], result["overhead"]
-    print(f"\n| measure | value |\n|---|---|\n| conversations / questions | {len(data)} / {lo['questions']} |")
-    print(f"| memories written per conversation (mean) | {lo['memories_per_conversation']:.0f} |")
-    print(f"| run time per run, p50 / p95 ({lo['runs']} runs) | {lo['run_ms_p50']:.1f} / {lo['run_ms_p95']:.1f} ms |")
-    print(f"| recall@10 through the writer's memories | {lo['writer_recall@10']:.3f} |")
-    print(f"| recall@10 storing every turn raw (same embedder) | {lo['raw_recall@10']:.3f} |")
-    print(f"| writer overhead per 10-turn run, p50 / p95 ({ov['runs']} runs) | "
+    print(table(lo, len(data), args.embedder))
+    print(f"\n| writer overhead per 10-turn run, p50 / p95 ({ov['runs']} runs) | "
           f"{ov['overhead_ms_p50']:.1f} / {ov['overhead_ms_p95']:.1f} ms |")  # fmt: skip
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))

@@ -189,3 +189,15 @@ def test_search_rejects_every_invalid_filter(alice: Actor) -> None:
     for spec in INVALID_FILTERS:
         with pytest.raises(InvalidFilterError):
             alice.search_messages("x", filter=spec)
+
+
+def test_several_tags_match_all_of_them_and_an_empty_result_says_how_to_match_any(alice: Actor) -> None:
+    alice.write_note("pool exhausted under load", tags=["postgres"])
+    alice.write_note("retry storm after deploy", tags=["deploy"])
+    both = alice.search_my_notes(tags=["postgres", "deploy"])
+    assert list(both) == [] and both.hint is not None and "tags_mode='any'" in both.hint
+    anyone = alice.search_my_notes(tags=["postgres", "deploy"], tags_mode="any")
+    assert len(anyone) == 2 and anyone.hint is None
+    assert alice.search_my_notes(tags=["postgres"]).hint is None  # one tag: nothing to explain
+    with pytest.raises(InvalidInputError, match="tags_mode must be 'all' or 'any'"):
+        alice.search_my_notes(tags=["postgres"], tags_mode="or")

@@ -97,5 +97,6 @@ def test_writer_views_share_the_worker_and_keep_the_callers_branch_and_access() 
     for text in ("I live in Lyon.", "Noted.", "I work as a nurse."):
         bound.append("c1", "assistant" if text == "Noted." else "user", text)
     done = bound.append("c1", "assistant", "Noted too.")  # the second completed assistant turn: a run
-    assert done.run is not None and done.run["outcome"] == "merged"
+    assert done.decision.action == "queued" and writer.wait(30)  # in the worker every view shares
+    assert writer.status(("users", "alice"))["last_run"]["outcome"] == "merged"
     assert mem.head.author == "writer"  # the writer's commits keep its author, as before

@@ -433,7 +433,7 @@ def test_private_state_is_intact_after_the_matrix(world: World) -> None:
     assert binding.status_code == 404, "a generic key bound itself to agents"
 
 
-def _tool_args(world: World, name: str, target: str) -> dict[str, Any]:
+def _tool_args(world: World, name: str, target: str, kind: str = "") -> dict[str, Any]:
     ns, key, branch = _ns(world, target)
     tool = TOOLS[name]
     args: dict[str, Any] = {}
@@ -460,9 +460,14 @@ def _tool_args(world: World, name: str, target: str) -> dict[str, Any]:
         args["run_id"] = "norun"
     if name == "memory_append_turn":
         args.update(conversation_id=_conv(target), role="user", text="hi")
+    # a change goes to agent_b's scratch message, never to the private ones later tools look for
+    changing = name in ("message_edit", "message_delete")
+    message = _mid(world, target, kind if changing else "").replace("%23", "#")
     for required in tool.required:
         args.setdefault(required, {"channel": _ch(world, target), "content": "hi", "to": "c", "invitee": "a",
-                                   "owner": "b", "worked": True, "name": _name("c")}.get(required))  # fmt: skip
+                                   "owner": "b", "worked": True, "name": _name("c"), "message_id": message,
+                                   "messages": [{"content": "hi"}], "member": "a",
+                                   "capabilities": ["send"]}.get(required))  # fmt: skip
     if branch and name in ("memory_get", "memory_history"):
         args["namespace"] = ns  # the conversations branch is not reachable by these tools: the namespace is refused
     return args
@@ -477,7 +482,7 @@ def test_mcp_tool(world: World, name: str) -> None:
         for kind in ("admin", "rw", "ro", "prefix_ro", "prefix_rw", "agent_a", "agent_b", "system"):
             who = world.principals[kind]
             for target in TARGETS:
-                args = _tool_args(world, name, target)
+                args = _tool_args(world, name, target, kind)
                 result = asyncio.run(call_tool(memory, name, args, who))
                 text = _unasked(json.dumps(result.structured_content, default=str) + str(result.content), str(args))
                 where = f"{name} as {kind} on {target}: {text[:300]}"

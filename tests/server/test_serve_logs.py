@@ -28,7 +28,7 @@ def _converse(url: str) -> dict[str, object]:
         for _ in range(2):
             for role, text in TURNS:
                 assert http.post("/v1/conversations/chat-1/turns", json={"role": role, "text": text}).status_code == 200
-        status: dict[str, object] = http.get("/v1/writer/users.alice/status").json()
+        status: dict[str, object] = http.get("/v1/writer/users.alice/status", params={"wait": 30}).json()
         return status
 
 

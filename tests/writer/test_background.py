@@ -91,7 +91,8 @@ def test_a_failing_listener_neither_fails_nor_stalls_a_run(wmem, tmp_path, metri
     stop()
 
 
-def test_under_review_a_run_builds_on_the_runs_waiting_for_review(wmem, tmp_path, metrics):
+def two_reviews(wmem: Any, tmp_path: Any, metrics: Any) -> tuple[MemoryWriter, Any, Any]:
+    """A review writer after "I live in Berlin." then "I moved to Munich last week.": two runs waiting."""
     writer = MemoryWriter(wmem, extractor=OfflineExtractor(), interval=1, background=False, policy="review",
                           metrics=metrics, trace_dir=tmp_path / "traces")  # fmt: skip
     writer.start_conversation("c1", ALICE)
@@ -99,6 +100,11 @@ def test_under_review_a_run_builds_on_the_runs_waiting_for_review(wmem, tmp_path
     first = writer.append("c1", "assistant", "ok").run
     writer.append("c1", "user", "I moved to Munich last week.")
     second = writer.append("c1", "assistant", "ok").run
+    return writer, first, second
+
+
+def test_under_review_a_run_builds_on_the_runs_waiting_for_review(wmem, tmp_path, metrics):
+    writer, first, second = two_reviews(wmem, tmp_path, metrics)
     assert first is not None and second is not None and second["stacked_on"] == first["id"]
     assert second["updated"] == 1 and second["added"] == 0  # supersedes the unapproved Berlin memory
     with pytest.raises(ConflictError, match="build on it"):
@@ -112,13 +118,7 @@ def test_under_review_a_run_builds_on_the_runs_waiting_for_review(wmem, tmp_path
 
 
 def test_rejecting_the_newest_first_unwinds_a_stack(wmem, tmp_path, metrics):
-    writer = MemoryWriter(wmem, extractor=OfflineExtractor(), interval=1, background=False, policy="review",
-                          metrics=metrics, trace_dir=tmp_path / "traces")  # fmt: skip
-    writer.start_conversation("c1", ALICE)
-    writer.append("c1", "user", "I live in Berlin.")
-    first = writer.append("c1", "assistant", "ok").run
-    writer.append("c1", "user", "I moved to Munich last week.")
-    second = writer.append("c1", "assistant", "ok").run
+    writer, first, second = two_reviews(wmem, tmp_path, metrics)
     assert first is not None and second is not None
     writer.reject(ALICE, second["id"])
     writer.reject(ALICE, first["id"])

@@ -54,3 +54,25 @@ def test_a_run_killed_at_any_step_is_published_exactly_once(wurl: str, tmp_path:
     assert writer.lag(workers.TARGET) == 0 and writer.status(workers.TARGET)["in_flight"] is None
     assert not [b for b in mem.branches() if b.startswith("writer/")]
     mem.close()
+
+
+def test_a_run_that_dies_every_time_dead_letters_the_target_instead_of_looping(wurl: str, tmp_path: Path):
+    for turn in ("I decided to ship the lander in May.", "The crew is four people."):
+        proc = multiprocessing.get_context("spawn").Process(target=workers.killed_every_run,
+                                                            args=(wurl, str(tmp_path), turn))  # fmt: skip
+        proc.start()
+        proc.join(120)
+        assert proc.exitcode == -9
+    mem = engram.open(wurl, embedder="hashing", search="local")
+    writer = MemoryWriter(mem, extractor=OfflineExtractor(), interval=1, background=False, max_failures=2,
+                          trace_dir=tmp_path / "traces")  # fmt: skip
+    writer.append("c1", "user", "Thanks.")
+    decision = writer.append("c1", "assistant", "ok").decision
+    assert decision.action == "skipped" and decision.reason == "dead_lettered"
+    status = writer.status(workers.TARGET)
+    assert status["dead_letter"]["outcome"] == "crashed" and status["failures"] == 2
+    assert status["in_flight"] is None and status["pending_turns"] == 3  # stopped, every turn kept
+    assert [r["outcome"] for r in writer.runs(workers.TARGET)] == ["crashed", "crashed"]
+    assert writer.retry(workers.TARGET).run["outcome"] == "merged"
+    assert len(lander(writer)) == 1 and writer.lag(workers.TARGET) == 0
+    mem.close()

@@ -130,12 +130,12 @@ def test_writer_skips_child_and_excluded_conversations(wmem: Memory, tmp_path: P
 def test_writer_review_policy_approve_and_reject(wmem: Memory, tmp_path: Path, metrics):
     writer = make(wmem, tmp_path, metrics, interval=1, policy="review")
     writer.start_conversation("c1", ALICE)
-    run = exchange(writer, "c1", "I decided to learn the violin this year.").run
+    run = exchange(writer, "c1", "I decided to learn the violin in 2026.").run
     assert run["outcome"] == "review" and run["review"] == "pending"
     assert run["branch"] in wmem.branches() and writer.memories_for(ALICE, "violin", 500) == []
     assert len(wmem.diff("main", run["branch"], namespace=ALICE)) == 1
     writer.approve(ALICE, run["id"])
-    assert [m.text for m in writer.memories_for(ALICE, "violin", 500)] == ["I decided to learn the violin this year."]
+    assert [m.text for m in writer.memories_for(ALICE, "violin", 500)] == ["I decided to learn the violin in 2026."]
     assert run["branch"] not in wmem.branches() and writer.run(ALICE, run["id"])["review"] == "approved"
     with pytest.raises(InvalidInputError):
         writer.approve(ALICE, run["id"])
@@ -182,11 +182,11 @@ def test_writer_auto_policy_retries_on_the_new_head_after_a_conflict(wmem: Memor
 def test_writer_chunks_large_input_never_drops(wmem: Memory, tmp_path: Path, metrics):
     writer = make(wmem, tmp_path, metrics, interval=1, turn_budget_tokens=40)
     writer.start_conversation("c1", ALICE)
-    long = " ".join(f"I visited city number {i} last year." for i in range(30))
+    long = " ".join(f"I visited city number {i} in 2019." for i in range(30))
     run = exchange(writer, "c1", long).run
     assert run["steps"] > 3 and run["outcome"] == "merged"
     texts = {m.text for m in writer.memories_for(ALICE, "visited city", 10_000)}
-    assert "I visited city number 0 last year." in texts and "I visited city number 29 last year." in texts
+    assert "I visited city number 0 in 2019." in texts and "I visited city number 29 in 2019." in texts
     turns = writer.conversations.turns("c1", 1, 2)
     parts = [p for chunk in chunk_turns(turns, 40) for p in chunk]
     assert "".join(p.text for p in parts if p.seq == 1) == long
@@ -219,7 +219,7 @@ def test_writer_redacts_secrets_from_memories_logs_and_traces(wmem, tmp_path, me
         run = exchange(writer, "c1", f"my key is {secret} and password: hunter22").run
     assert run["outcome"] == "model_error" and writer.lag(ALICE) == 1
     stored = writer.conversations.turns("c1", 1, 1)[0].text
-    assert secret not in stored and "hunter22" not in stored
+    assert stored == f"my key is {secret} and password: hunter22"  # the turn as sent; what leaves it is redacted
     trace = trace_path(writer.traces.directory, run["trace"]).read_text()
     assert secret not in trace and "[REDACTED" in trace
     assert read_trace(writer.traces, run["trace"])["outcome"] == "model_error"

@@ -95,3 +95,17 @@ def killed_at(url: str, tmp: str, policy: str, event: str) -> None:
     writer.start_conversation("c1", TARGET)
     writer.append("c1", "user", "I decided to ship the lander in May.")
     writer.append("c1", "assistant", "ok")
+
+
+def killed_every_run(url: str, tmp: str, turn: str) -> None:
+    """Append an exchange and SIGKILL this process as soon as a run starts extracting (a turn that kills its run)."""
+    writer = open_writer(url, tmp, OfflineExtractor(), interval=1, lease_seconds=600, max_failures=2)
+
+    def die(name: str, record: dict[str, Any]) -> None:
+        if name == "extracting":
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    writer.on_event(die)
+    writer.start_conversation("c1", TARGET)
+    writer.append("c1", "user", turn)
+    writer.append("c1", "assistant", "ok")

@@ -152,12 +152,14 @@ def check_confidence(value: Any, what: str = "confidence") -> float:
     return float(value)
 
 
-def check_content(content: Any, limit: int) -> str:
-    """Message text: a string of at most ``limit`` characters."""
+def check_content(content: Any, limit: int, *, what: str = "content", empty: bool = False) -> str:
+    """Message text: a string of at most ``limit`` characters, with more than whitespace unless ``empty``."""
     if not isinstance(content, str):
-        raise InvalidInputError(f"content must be a string, got {type(content).__name__}")
+        raise InvalidInputError(f"{what} must be a string, got {type(content).__name__}")
+    if not empty and not content.strip():
+        raise InvalidInputError(f"{what} is empty: a message or note needs some text")
     if len(content) > limit:
-        raise ContentTooLargeError(f"content is {len(content):,} characters; the limit is {limit:,}")
+        raise ContentTooLargeError(f"{what} is {len(content):,} characters; the limit is {limit:,}")
     return content
 
 

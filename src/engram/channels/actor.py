@@ -99,20 +99,27 @@ class Actor(Messages, ReadState):
 
     def detect_patterns(
         self, channels: Sequence[str] | str | None = None, *, since: datetime | str | None = None,
-        min_cluster: int = 3, threshold: float = 0.75, filter: Mapping[str, Any] | None = None,
-        write: bool = False, limit: int = 5_000,
+        min_cluster: int = 3, threshold: float | None = None, filter: Mapping[str, Any] | None = None,
+        on: str = patterns.ON_MESSAGE, write: bool = False, limit: int = 5_000,
     ) -> Patterns:  # fmt: skip
         """Cluster similar messages of ``channels`` (default: every readable channel) by embedding; return the
-        clusters of at least ``min_cluster`` messages, largest first. ``write=True`` records each cluster as a
-        pattern note of this agent (re-running updates it, never duplicates it). Deterministic for a given
-        store state. Without a usable embedder the clusters are lexical and ``result.degraded`` says why."""
+        clusters of at least ``min_cluster`` messages, largest first. ``threshold`` is the cosine a message needs
+        with a cluster's first message to join it (None: the default calibrated for the embedder and ``on``, see
+        :data:`~engram.channels.patterns.DEFAULT_THRESHOLDS`). ``on`` is what messages are compared on:
+        ``"message"`` (the text as indexed, with the vectors the store keeps), ``"first_line"`` of the content, or
+        a metadata field such as ``"metadata.error.message"`` (messages without it are left out). ``write=True``
+        records each cluster as a pattern note of this agent (re-running updates it, never duplicates it).
+        Deterministic for a given store state. Without a usable embedder the clusters are lexical and
+        ``result.degraded`` says why."""
+        patterns.check_on(on)
         names = [channels] if isinstance(channels, str) else channels
         ids = [c.id for c in self.readable()] if names is None else [self.readable_channel(c).id for c in names]
         found = search.run(self.hub, "message", ids, filter=filter, since=since, limit=limit)
-        clusters = patterns.cluster(self.hub.memory, list(found), min_cluster=min_cluster, threshold=threshold)
+        clusters = patterns.cluster(self.hub.memory, list(found), min_cluster=min_cluster, threshold=threshold, on=on)
         if not write:
             return clusters
-        return Patterns([patterns.record(self.hub, self.agent, c) for c in clusters], clusters.degraded)
+        written = [patterns.record(self.hub, self.agent, c) for c in clusters]
+        return Patterns(written, clusters.degraded, threshold=clusters.threshold)
 
     def _audit(self, channels: list[str]) -> None:
         self.hub.write(self.id, f"peek {len(channels)} notes channel(s)",

@@ -162,7 +162,7 @@ class Messages(Membership):
         if not isinstance(worked, bool):
             raise InvalidInputError(f"worked must be true or false, got {worked!r}")
         if note is not None:
-            layout.check_content(note, self.hub.max_content)
+            layout.check_content(note, self.hub.max_content, what="note", empty=True)
         channel, number = layout.parse_message_id(target)
         steps = self.hub.feedback_steps
 

@@ -142,22 +142,25 @@ class MessageResults(list[Message]):
     weaker mode than asked, e.g. keyword because the embedder is unavailable; None when it did not).
 
     ``has_more`` says whether more results follow this page; ``next_offset`` is the ``offset`` that asks for
-    them (None when there are none)."""
+    them (None when there are none). ``hint`` says why an empty result may not be what was meant (several tags
+    match with *all* of them by default: ``tags_mode="any"`` matches any); None otherwise."""
 
     mode: str
     degraded: str | None
     has_more: bool
     next_offset: int | None
+    hint: str | None
 
     def __init__(
         self, items: list[Message], mode: str, degraded: str | None = None, *, has_more: bool = False,
-        next_offset: int | None = None,
+        next_offset: int | None = None, hint: str | None = None,
     ) -> None:  # fmt: skip
         super().__init__(items)
         self.mode = mode
         self.degraded = degraded
         self.has_more = has_more
         self.next_offset = next_offset if has_more else None
+        self.hint = hint
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,20 +203,23 @@ class Pattern:
 
 class Patterns(list[Pattern]):
     """Clusters pattern detection found, largest first, and how it embedded them (``degraded`` says why it fell back
-    to the lexical hashing embedder, e.g. the store has no embedder or it is unavailable; None when it did not)."""
+    to the lexical hashing embedder, e.g. the store has no embedder or it is unavailable; None when it did not) and
+    the ``threshold`` it clustered with (the calibrated default when the caller named none)."""
 
     degraded: str | None
+    threshold: float | None
 
-    def __init__(self, items: list[Pattern], degraded: str | None = None) -> None:
+    def __init__(self, items: list[Pattern], degraded: str | None = None, *, threshold: float | None = None) -> None:
         super().__init__(items)
         self.degraded = degraded
+        self.threshold = threshold
 
 
 def to_json(value: Any) -> Any:
     """Any channels value object (or a list of them) as JSON: the one shape every door returns."""
     if isinstance(value, MessageResults):
         return {"results": [to_json(m) for m in value], "mode": value.mode, "degraded": value.degraded,
-                "has_more": value.has_more, "next_offset": value.next_offset}  # fmt: skip
+                "has_more": value.has_more, "next_offset": value.next_offset, "hint": value.hint}  # fmt: skip
     if isinstance(value, list | tuple):
         return [to_json(v) for v in value]
     if isinstance(value, datetime):

@@ -116,7 +116,11 @@ def run(
             found = once({"channel": {"$in": ids}})  # a channel appeared since the scope was read: be exact
         return found
 
-    return _by_send_time(search, query is not None, ranking, limit, offset, min_score)
+    found = _by_send_time(search, query is not None, ranking, limit, offset, min_score)
+    if not found and tags and tags_mode == "all" and len(set(tags)) > 1:
+        found.hint = (f"no {kind} has all of the tags {sorted(set(tags))}: tags match all of them by default; "
+                      "tags_mode='any' matches any of them")  # fmt: skip
+    return found
 
 
 def _by_send_time(

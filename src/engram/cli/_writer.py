@@ -38,6 +38,8 @@ OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
                          "help": "Model calls one run may make; the turns it could not take stay pending."}),
     ("max-input-chars", {"default": 100_000, "show_default": True, "type": click.IntRange(1),
                          "help": "Characters of new turns one run reads; the rest stays pending."}),
+    ("redact-turns", {"is_flag": True, "help": "Store turns with secrets redacted (default: as sent; prompts, "
+                                               "traces and memories are redacted either way)."}),
 )  # fmt: skip
 
 
@@ -64,5 +66,6 @@ def writer_config(params: dict[str, Any], prefix: str = "", *, traces: Path | No
         extractor=params[f"{key}extractor"], interval=params[f"{key}interval"], policy=params[f"{key}policy"],
         timeout=params[f"{key}timeout"], retries=params[f"{key}retries"], instructions=params[f"{key}instructions"],
         max_failures=params[f"{key}max_failures"], max_model_calls=params[f"{key}max_model_calls"],
-        max_input_chars=params[f"{key}max_input_chars"], trace_dir=traces, background=background,
+        max_input_chars=params[f"{key}max_input_chars"], redact_turns=params[f"{key}redact_turns"],
+        trace_dir=traces, background=background,
     )  # fmt: skip

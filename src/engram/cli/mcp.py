@@ -20,7 +20,7 @@ import click
 from engram.cli._common import err, friendly, locate, loopback_only, opened_url, store_of, vector_cache_of
 from engram.cli._writer import writer_config, writer_options
 from engram.logs import LEVELS, log_to_stderr
-from engram.mcp import KeyedAccess, build_server, http_url, serve_http, serve_stdio
+from engram.mcp import KeyedAccess, build_server, close_server, http_url, serve_http, serve_stdio
 from engram.ops.access import KeyRing, default_keys_path
 from engram.ops.tenants import TenantPool, store_opener
 from engram.store import Memory, tenant_url
@@ -60,11 +60,13 @@ def command(
         log_to_stderr(log_level)
         memory = store_of(ctx, create=True)
         err.print(f"engram MCP server on stdio, branch {memory.branch}")
+        server = build_server(memory, writer=_local_writer(ctx, config))
         try:
-            anyio.run(serve_stdio, build_server(memory, writer=_local_writer(ctx, config)))
+            anyio.run(serve_stdio, server)
         except KeyboardInterrupt:
             pass
         finally:
+            close_server(server)  # the writer drains its queued runs while the store is open
             memory.close()
         return
     url = locate(ctx, create=True)
@@ -109,12 +111,13 @@ def _serve_local(ctx: click.Context, host: str, port: int, log_level: str, confi
     memory = store_of(ctx, create=True)
     err.print(f"engram MCP server at {http_url(host, port)}, branch {memory.branch}, no API keys: local access only "
               "(Ctrl+C stops it)", soft_wrap=True)  # fmt: skip
+    server = build_server(memory, writer=_local_writer(ctx, config))
     try:
-        anyio.run(partial(serve_http, build_server(memory, writer=_local_writer(ctx, config)), host=host, port=port,
-                          log_level=log_level))  # fmt: skip
+        anyio.run(partial(serve_http, server, host=host, port=port, log_level=log_level))
     except KeyboardInterrupt:
         pass
     finally:
+        close_server(server)
         memory.close()
 
 

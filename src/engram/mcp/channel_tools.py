@@ -259,8 +259,17 @@ def message_list(actor: Actor, channel: str, limit: int, **fields: Any) -> Any:
 
 
 @_register(
-    "message_search", read_only=True, props={"channels": {**STRINGS, "description": "Only these channels."}, **SEARCH}
-)
+    "message_search",
+    read_only=True,
+    props={
+        "channels": {**STRINGS, "description": "Only these channels."},
+        "projects": {**STRINGS, "description": "Only channels of these projects."},
+        "mode": {"type": "string", "enum": ["hybrid", "semantic", "keyword"],
+                 "description": "How the query matches: meaning and words (hybrid, the default when the store has an "
+                                "embedder), meaning only, or words only."},
+        **SEARCH,
+    },
+)  # fmt: skip
 def message_search(actor: Actor, query: str | None = None, channels: list[str] | None = None, **opts: Any) -> Any:
     """Search the messages of the channels you may read: query, metadata filter, tags, confidence, time range,
     ranking profile, min_score. Returns {results, mode, degraded, has_more, next_offset}: degraded says why it ran
@@ -335,13 +344,19 @@ def note_peek(actor: Actor, owner: str, limit: int, query: str | None = None) ->
     since=SEARCH["since"],
     min_cluster={"type": "integer", "minimum": 2, "default": 3, "description": "Smallest cluster to report."},
     threshold={
-        "type": "number",
+        "type": ["number", "null"],
         "minimum": -1,
         "maximum": 1,
-        "default": 0.75,
-        "description": "Cosine a message needs to join a cluster.",
+        "default": None,
+        "description": "Cosine a message needs to join a cluster (null: calibrated for the embedder and on).",
     },
     filter=SEARCH["filter"],
+    on={
+        "type": "string",
+        "default": "message",
+        "description": 'Compare messages on "message" (the indexed text), "first_line" of the content, or a metadata '
+        'field such as "metadata.error.message" (messages without it are left out).',
+    },
     write={"type": "boolean", "default": False, "description": "Record each cluster as a pattern note."},
 )
 def pattern_detect(actor: Actor, channels: list[str] | None = None, **opts: Any) -> Any:
@@ -371,6 +386,131 @@ def agent_list(actor: Actor) -> Any:
 def event_list(actor: Actor, after: int, limit: int, topics: list[str] | None = None) -> Any:
     """Events after a cursor that you may see, oldest first; pass the last seq as `after` next time."""
     return actor.events(after, topics=topics, limit=limit)
+
+
+@_register("message_get", read_only=True, required=("message_id",), message_id=MESSAGE_ID, at=SEARCH["at"])
+def message_get(actor: Actor, message_id: str, at: str | None = None) -> Any:
+    """Get one message or note you may read, as it is now or was at a version (`at`). Returns the message."""
+    return actor.message(message_id, at=at)
+
+
+@_register(
+    "message_edit",
+    read_only=False,
+    required=("message_id",),
+    message_id=MESSAGE_ID,
+    content=CONTENT,
+    metadata=METADATA,
+    confidence=CONFIDENCE,
+)
+def message_edit(actor: Actor, message_id: str, **fields: Any) -> Any:
+    """Edit your own message or note (content, metadata, confidence); the old version stays in its history.
+    Returns the message as edited."""
+    return actor.edit(message_id, **fields)
+
+
+@_register("message_delete", read_only=False, destructive=True, required=("message_id",), message_id=MESSAGE_ID)
+def message_delete(actor: Actor, message_id: str) -> Any:
+    """Delete a message (its sender, or a channel manager): it leaves every search and listing, and its versions
+    stay in history (message_history). Returns null."""
+    return actor.delete(message_id)
+
+
+@_register("message_history", read_only=True, required=("message_id",), message_id=MESSAGE_ID)
+def message_history(actor: Actor, message_id: str) -> Any:
+    """Every version of a message, newest first (null where it did not exist): edits, feedback, deletion.
+    Returns a list."""
+    return actor.message_history(message_id)
+
+
+@_register(
+    "message_send_many",
+    read_only=False,
+    required=("channel", "messages"),
+    channel=CHANNEL,
+    messages={
+        "type": "array",
+        "minItems": 1,
+        "items": {"type": "object", "required": ["content"]},
+        "description": 'Messages to post as one commit, each {"content", "metadata"?, "confidence"?, "reply_to"?}.',
+    },
+)
+def message_send_many(actor: Actor, channel: str, messages: list[dict[str, Any]]) -> Any:
+    """Post many messages to one channel as one commit (an import). Returns the messages."""
+    return actor.send_many(channel, messages)
+
+
+@_register(
+    "channel_mark_read",
+    read_only=False,
+    required=("channel",),
+    channel=CHANNEL,
+    upto={"type": "integer", "minimum": 0, "description": "The message number read up to (default: the newest)."},
+)
+def channel_mark_read(actor: Actor, channel: str, upto: int | None = None) -> Any:
+    """Move your read cursor in a channel (to message number `upto`, default the newest). Returns your membership."""
+    return actor.mark_read(channel, upto)
+
+
+@_register("channel_unread", read_only=True, required=("channel",), channel=CHANNEL)
+def channel_unread(actor: Actor, channel: str) -> Any:
+    """How many messages of a channel came after your read cursor. Returns a number."""
+    return actor.unread(channel)
+
+
+@_register("channel_members", read_only=True, required=("channel",), channel=CHANNEL)
+def channel_members(actor: Actor, channel: str) -> Any:
+    """The members of a channel you may read, with their capabilities. Returns a list."""
+    return actor.members(channel)
+
+
+@_register(
+    "channel_mute",
+    read_only=False,
+    required=("channel",),
+    channel=CHANNEL,
+    muted={"type": "boolean", "default": True, "description": "true mutes, false unmutes."},
+)
+def channel_mute(actor: Actor, channel: str, muted: bool) -> Any:
+    """Mute (or unmute) a channel: its events are left out of your subscription. Returns your membership."""
+    return actor.mute(channel, muted)
+
+
+@_register("channel_archive", read_only=False, required=("channel",), channel=CHANNEL)
+def channel_archive(actor: Actor, channel: str) -> Any:
+    """Archive a channel (needs the manage capability): it stays readable and searchable and takes no more
+    messages. Returns the channel."""
+    return actor.archive(channel)
+
+
+@_register(
+    "channel_set_capabilities",
+    read_only=False,
+    required=("channel", "member", "capabilities"),
+    channel=CHANNEL,
+    member={"type": "string", "description": "The member whose capabilities change (the library's `agent`)."},
+    capabilities={"type": "array", "items": {"enum": ["send", "invite", "manage", "leave"]},
+                  "description": "What the member may do from now on."},
+)  # fmt: skip
+def channel_set_capabilities(actor: Actor, channel: str, member: str, capabilities: list[str]) -> Any:
+    """Change a member's capabilities (needs the manage capability). Returns the membership."""
+    return actor.set_capabilities(channel, member, capabilities)
+
+
+@_register(
+    "agent_update_profile",
+    read_only=False,
+    description={"type": "string", "description": "What you do."},
+    status={"type": "string", "description": "What you are doing now."},
+    dm_policy={"type": "string", "enum": ["open", "restricted", "closed"], "description": "Who may DM you."},
+    allow={**STRINGS, "description": "Agents who may DM you under the restricted policy."},
+    block={**STRINGS, "description": "Agents who may never DM you."},
+    discoverability={"type": "string", "enum": ["public", "project", "private"],
+                     "description": "Who finds you in agent_list."},
+)  # fmt: skip
+def agent_update_profile(actor: Actor, **fields: Any) -> Any:
+    """Change your own profile (only the fields given). Returns your agent."""
+    return actor.update_profile(**{k: v for k, v in fields.items() if v is not None})
 
 
 __all__ = ["CHANNEL_TOOLS"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import weakref
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -179,7 +180,7 @@ def build_server(
         tool = TOOLS.get(name)
         return None if tool is None else tool.input_schema
 
-    return Server(
+    server: Server[Any] = Server(
         "engram",
         version=_version(),
         title="engram memory",
@@ -188,6 +189,21 @@ def build_server(
         on_call_tool=on_call_tool,
         get_tool_input_schema=input_schema,
     )
+    if served is not None:
+        _SERVICES[server] = served
+    return server
+
+
+#: The one store's services of each server :func:`build_server` made for a store (:func:`close_server` closes them).
+_SERVICES: weakref.WeakKeyDictionary[Server[Any], TenantServices] = weakref.WeakKeyDictionary()
+
+
+def close_server(server: Server[Any]) -> None:
+    """Close the services :func:`build_server` made for its store (the writer drains its queued runs): call it
+    before closing the store. A server built with ``access`` has none (its tenant pool closes them)."""
+    served = _SERVICES.pop(server, None)
+    if served is not None:
+        served.close()
 
 
 async def serve_stdio(server: Server[Any]) -> None:

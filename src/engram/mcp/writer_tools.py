@@ -62,7 +62,7 @@ def _tool(**spec: Any) -> Callable[[Call], Call]:
     conversation_id=string("The conversation (started on its first turn); a label: no '.'.", minLength=1),
     target=TARGET,
     role={"type": "string", "enum": ["user", "assistant", "system", "tool"], "description": "Who spoke."},
-    text=string("What was said (secrets are redacted before it is stored)."),
+    text=string("What was said (stored as sent; secrets are redacted from model prompts, traces and memories)."),
     status={
         "type": "string",
         "enum": ["completed", "aborted"],

@@ -32,10 +32,15 @@ def default_writer(memory: Memory, tenant: str = LOCAL_TENANT, trace_dir: Path |
 
 class TenantServices:
     """A tenant's channels hub and memory writer over its store ``memory``, each built on first use (``writer``
-    builds the writer) and shared by every request of the tenant; safe to use from many threads."""
+    builds the writer; ``max_content`` is the hub's content limit, None: the library's) and shared by every
+    request of the tenant; safe to use from many threads."""
 
-    def __init__(self, memory: Memory, writer: WriterFactory = default_writer, tenant: str = LOCAL_TENANT) -> None:
+    def __init__(
+        self, memory: Memory, writer: WriterFactory = default_writer, tenant: str = LOCAL_TENANT, *,
+        max_content: int | None = None,
+    ) -> None:  # fmt: skip
         self.memory = memory
+        self.max_content = max_content
         self.tenant = tenant
         self._build_writer = writer
         self._lock = threading.Lock()
@@ -48,7 +53,10 @@ class TenantServices:
         """The tenant's channels hub (act through ``channels.for_caller(handle)``)."""
         with self._lock:
             if self._channels is None:
-                self._channels = Channels(self.memory)
+                if self.max_content is None:
+                    self._channels = Channels(self.memory)
+                else:
+                    self._channels = Channels(self.memory, max_content=self.max_content)
             return self._channels
 
     @property

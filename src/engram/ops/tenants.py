@@ -100,6 +100,7 @@ class TenantPool:
         router: with sharding, where tenants live: a tenant's store is reopened once the tenant moved
             to another shard, and the old one closed when the last request holding it releases it.
         writer: builds each tenant's memory writer (:meth:`services`): the door's one writer configuration.
+        max_content: the content limit of each tenant's channels hub, in characters (None: the library's).
     """
 
     def __init__(
@@ -111,11 +112,13 @@ class TenantPool:
         index_delay: float | None = 0.2,
         router: TenantRouter | None = None,
         writer: WriterFactory = default_writer,
+        max_content: int | None = None,
     ) -> None:
         if max_open < 1:
             raise ValueError("max_open is at least 1")
         self._opener = opener
         self._writer = writer
+        self._max_content = max_content
         #: With sharding: a tenant's store is reopened once the tenant moved to another shard.
         self.router = router
         self._retired: dict[int, _Entry] = {}  # stores of moved tenants, closed when their last lease ends
@@ -271,7 +274,7 @@ class TenantPool:
             if entry is None or (memory is not None and entry.memory is not memory):
                 raise NotFoundError(f"tenant {tenant!r} has no open store here: lease it first")
             if entry.services is None:
-                entry.services = TenantServices(entry.memory, self._writer, tenant)
+                entry.services = TenantServices(entry.memory, self._writer, tenant, max_content=self._max_content)
             return entry.services
 
     def tenants(self) -> list[str]:

@@ -22,7 +22,7 @@ from engram.channels import Actor, Channels, to_json
 from engram.channels.hub import topic_matches
 from engram.errors import AuthenticationError, EngramError
 from engram.server.deps import Admin, Caller, Read, Write
-from engram.server.errors import StrictRoute
+from engram.server.errors import ApiError, StrictRoute
 from engram.server.schemas import responses
 
 Mode = Literal["hybrid", "semantic", "keyword"]
@@ -58,7 +58,7 @@ class NewMessage(_Body):
 
     content: str
     metadata: dict[str, Any] | None = None
-    confidence: float | None = Field(None, ge=0, le=1)
+    confidence: float | None = None  # checked by the library: 422 invalid_confidence
     reply_to: str | None = None
 
 
@@ -73,7 +73,7 @@ class Edit(_Body):
 
     content: str | None = None
     metadata: dict[str, Any] | None = None
-    confidence: float | None = Field(None, ge=0, le=1)
+    confidence: float | None = None  # checked by the library: 422 invalid_confidence
 
 
 class Feedback(_Body):
@@ -94,7 +94,7 @@ class NewNote(_Body):
     """A private note."""
 
     content: str
-    confidence: float | None = Field(None, ge=0, le=1)
+    confidence: float | None = None  # checked by the library: 422 invalid_confidence
     tags: list[str] = []
     breadcrumbs: list[Breadcrumb] = []
     session: dict[str, Any] | None = None
@@ -111,7 +111,7 @@ class Search(_Body):
     filter: dict[str, Any] | None = None
     tags: list[str] | None = None
     tags_mode: Literal["all", "any"] = "all"
-    min_confidence: float | None = Field(None, ge=0, le=1)
+    min_confidence: float | None = None
     since: str | None = None
     until: str | None = None
     profile: Profile = "similarity"
@@ -135,8 +135,9 @@ class Patterns(_Body):
     channels: list[str] | None = None
     since: str | None = None
     min_cluster: int = Field(3, ge=2)
-    threshold: float = Field(0.75, ge=-1, le=1)
+    threshold: float | None = Field(None, ge=-1, le=1)
     filter: dict[str, Any] | None = None
+    on: str = "message"
     write: bool = False
 
 
@@ -371,15 +372,20 @@ async def events(
 
 @routes.get("/v1/events/stream", response_class=StreamingResponse)
 async def stream(
-    request: Request, caller: Read, agent: AgentHeader = None, after: Annotated[int | None, Query(ge=0)] = None,
+    request: Request, caller: Read, agent: AgentHeader = None,
+    after: Annotated[str | None, Query(description="the cursor to resume after (a non-negative integer)")] = None,
     topics: Annotated[list[str] | None, Query()] = None, last_event_id: Annotated[str | None, Header()] = None,
     timeout: Annotated[float, Query(gt=0, le=3600)] = 300.0,
 ) -> StreamingResponse:  # fmt: skip
     """Server-Sent Events: ``id`` is the event's cursor, ``event`` its topic; resume with ``Last-Event-ID``.
 
-    The key is checked again every ``RECHECK`` seconds while the stream is open: once it is revoked, or no
-    longer bound to the agent, the stream sends a last ``revoked`` event and ends."""
+    A cursor (``Last-Event-ID``, else ``after``) that is not a non-negative integer is a 400 ``invalid_cursor``;
+    one beyond the newest event resumes from the newest, and the stream first sends a ``resumed`` event saying
+    so (its ``id`` and ``data.cursor`` are the cursor used). The key is checked again every ``RECHECK`` seconds
+    while the stream is open: once it is revoked, or no longer bound to the agent, the stream sends a last
+    ``revoked`` event and ends."""
     caller.who.require_unrestricted("channels")
+    requested = _cursor(last_event_id, "Last-Event-ID") if last_event_id is not None else _cursor(after, "after")
     keyring = request.app.state.engram.keyring
 
     # the tenant's hub, taken once while the request holds its store: rechecks of the key reuse it
@@ -389,13 +395,14 @@ async def stream(
         return hub.actor_for_key(caller.who.key_id, agent)
 
     actor = await run_in_threadpool(resolve)
-    cursor = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
-    if cursor is None:
-        cursor = await run_in_threadpool(actor.hub.last_event)
-    start = cursor
+    newest = await run_in_threadpool(actor.hub.last_event)
+    start = newest if requested is None else min(requested, newest)
 
     async def feed() -> AsyncIterator[str]:
         nonlocal actor
+        if requested is not None and requested > newest:  # a cursor from the future (another store, a reset log)
+            said = {"requested": requested, "cursor": start, "reason": "the cursor is beyond the newest event"}
+            yield f"id: {start}\nevent: resumed\ndata: {json.dumps(said)}\n\n"
         position, loop = start, asyncio.get_running_loop()
         deadline = loop.time() + timeout
         checked = loop.time()
@@ -418,6 +425,17 @@ async def stream(
                 await asyncio.sleep(0.05)
 
     return StreamingResponse(feed(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+def _cursor(value: str | None, name: str) -> int | None:
+    """An event cursor sent as text (a header or query value): a non-negative integer, else a 400."""
+    if value is None:
+        return None
+    text = value.strip()
+    if not (text.isascii() and text.isdigit()):
+        raise ApiError(400, "invalid_cursor", f"{name} must be an event cursor (a non-negative integer), got "
+                       f"{value[:40]!r}")  # fmt: skip
+    return int(text)
 
 
 #: Seconds between two checks of an open event stream's key (revoked, or unbound from its agent: the stream ends).

@@ -58,8 +58,9 @@ class ServerConfig:
             ``offline``, ``openai:<model>@<url>`` or None (runs gated); every N completed assistant turns;
             ``auto`` (merge each run) or ``review`` (leave its branch for approve/reject).
         writer_timeout / writer_retries / writer_instructions / writer_max_failures / writer_max_model_calls /
-            writer_max_input_chars: the rest of the writer's settings (see :class:`~engram.writer.WriterConfig`);
-            runs happen in each tenant's background worker, never inside a request.
+            writer_max_input_chars / writer_redact_turns: the rest of the writer's settings (see
+            :class:`~engram.writer.WriterConfig`); runs happen in each tenant's background worker, never inside a
+            request.
         writer_traces: a folder under which each tenant's writer keeps its traces in a folder of its own
             (``<writer_traces>/<tenant>``); None: inside each tenant's store (see :meth:`trace_dir`).
         backup_every / backup_remote: back up the served store every so many seconds (None: never) to a remote,
@@ -68,6 +69,8 @@ class ServerConfig:
             shard the catalog routes it to, and map changes (moves) are picked up without a restart.
         replicas / replica_max_lag: read replicas (PostgreSQL standbys of a PostgreSQL store; also ``?replica=``
             in its URL) and the seconds one may lag before reads skip it (engram.server.consistency).
+        channel_max_content: the longest message or note content the channels service accepts, in characters
+            (None: the library's default, see :class:`~engram.channels.Channels`).
         breakers: circuit breaker settings by kind of dependency (``postgresql``, ``redis``, ``embedder``,
             ``model``, ``s3``), e.g. ``{"embedder": {"failure_threshold": 3, "reset_timeout": 10}}``; applied to
             the whole process when the server starts (:func:`engram.breakers.configure`).
@@ -93,6 +96,7 @@ class ServerConfig:
     writer_max_failures: int = 3
     writer_max_model_calls: int = 40
     writer_max_input_chars: int = 100_000
+    writer_redact_turns: bool = False
     writer_traces: str | Path | None = None
     backup_every: float | None = None
     backup_remote: str = "origin"
@@ -100,9 +104,13 @@ class ServerConfig:
     replicas: tuple[str, ...] = ()
     replica_max_lag: float = 10.0
     breakers: dict[str, dict[str, Any]] | None = None
+    channel_max_content: int | None = None
 
     def __post_init__(self) -> None:
         self.writer_config()  # a writer setting out of range fails when the server is configured, not at a run
+        limit = self.channel_max_content
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ConfigError(f"channel_max_content must be a positive number of characters, got {limit!r}")
 
     def open_options(self) -> dict[str, Any]:
         """Keyword arguments every store of this server is opened with."""
@@ -121,7 +129,7 @@ class ServerConfig:
             extractor=self.writer_extractor, interval=self.writer_interval, policy=self.writer_policy,
             timeout=self.writer_timeout, retries=self.writer_retries, instructions=self.writer_instructions,
             max_failures=self.writer_max_failures, max_model_calls=self.writer_max_model_calls,
-            max_input_chars=self.writer_max_input_chars,
+            max_input_chars=self.writer_max_input_chars, redact_turns=self.writer_redact_turns,
         )  # fmt: skip
 
     def trace_dir(self, tenant: str, local: bool) -> Path:
@@ -170,6 +178,7 @@ class Tenants:
             index_delay=config.index_delay,
             router=self.router,
             writer=self.writer,
+            max_content=config.channel_max_content,
         )
         self._coalescers: OrderedDict[tuple[str, str, str], Coalescer] = OrderedDict()
 

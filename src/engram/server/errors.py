@@ -158,11 +158,17 @@ def error_response(
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+#: Classes whose instances carry their own code (``missing_scope``, ``invalid_key`` ...): the code is the error's
+#: when one of these is its most specific class in :data:`STATUS`; a subclass with an entry keeps the table's code.
+OWN_CODE = (PermissionDeniedError, AuthenticationError)
+
+
 def status_of(exc: EngramError) -> tuple[int, str]:
     """The HTTP status and error code of an engram error (its most specific class in :data:`STATUS`)."""
     for cls in type(exc).__mro__:
         if cls in STATUS:
-            return STATUS[cls]
+            status, code = STATUS[cls]
+            return (status, getattr(exc, "code", code)) if cls in OWN_CODE else (status, code)
     return STATUS[EngramError]
 
 
@@ -181,8 +187,6 @@ async def _engram_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, EngramError)
     status, code = status_of(exc)
     headers: dict[str, str] = {}
-    if isinstance(exc, PermissionDeniedError | AuthenticationError):
-        code = exc.code
     if isinstance(exc, AuthenticationError):
         headers["WWW-Authenticate"] = "Bearer"
     elif isinstance(exc, UnavailableError | EmbedderError):

@@ -4,7 +4,12 @@ A conversation is a system namespace ``("_conversations", <id>)`` on its own bra
 so the turns never crowd the memories' history): one ``meta`` item (target, parent, counters) and one item
 per turn (``t000000001``, ...). An append writes the turn and the updated counters in one commit, by
 compare-and-swap on the conversation's head, so concurrent appends from many processes keep a gap-free order.
-Turns are not indexed for search (no embedding on the hot path). Turn text is redacted before it is stored.
+Turns are not indexed for search (no embedding on the hot path). A turn is stored as it was sent: the
+conversation is the user's own data, in a system namespace only the writer and system-scoped keys read, and it is
+what a memory's ``sources`` lead back to, so a secret redacted by mistake from a memory or a prompt can be read
+again. What leaves the conversation is redacted (:meth:`Turn.redacted`): the writer's model prompts, traces and
+memories. ``ConversationLog(redact_turns=True)`` (the writer's setting of that name) stores turns redacted
+instead, for apps that want no secret stored at all; what the redactor took out is then gone.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ class Turn:
         conversation_id: the conversation it belongs to.
         seq: its position, from 1, gap-free.
         role: ``user``, ``assistant``, ``system`` or ``tool``.
-        text: what was said (secrets redacted).
+        text: what was said, as sent (redacted only under ``redact_turns``).
         message_id: the app's id for the message (default ``<conversation>:<seq>``); memories cite it in ``sources``.
         status: ``completed`` or ``aborted`` (an aborted assistant turn does not count towards the interval).
         tool_calls: tool calls the message made (JSON objects), if any.
@@ -69,6 +74,15 @@ class Turn:
             "message_id": self.message_id, "status": self.status, "tool_calls": list(self.tool_calls),
             "name": self.name, "created_at": self.created_at,
         }  # fmt: skip
+
+    def redacted(self) -> Turn:
+        """This turn with secrets redacted from its text and tool calls (what a model or a trace may see)."""
+        text = redact(self.text)
+        calls = tuple(dict(redact_value(dict(call))) for call in self.tool_calls)
+        if text == self.text and calls == self.tool_calls:
+            return self
+        return Turn(self.conversation_id, self.seq, self.role, text, self.message_id, self.status, calls, self.name,
+                    self.created_at)  # fmt: skip
 
     @classmethod
     def from_dict(cls, value: Mapping[str, Any]) -> Turn:
@@ -134,11 +148,15 @@ def _id_key(message_id: str) -> str:
 
 
 class ConversationLog:
-    """Conversations and their turns, stored as items on one branch of a memory store."""
+    """Conversations and their turns, stored as items on one branch of a memory store; turns as sent, or redacted
+    when ``redact_turns`` is True (see the module docstring)."""
 
-    def __init__(self, mem: Memory, *, branch: str = BRANCH, author: str = "writer") -> None:
+    def __init__(
+        self, mem: Memory, *, branch: str = BRANCH, author: str = "writer", redact_turns: bool = False
+    ) -> None:
         self.branch = branch
         self.author = author
+        self.redact_turns = redact_turns
         _ensure_branch(mem, branch, author)
         self.mem = mem.handle(branch, author=author, read_only=False, system=True)
         #: Conversation id -> its namespace (this one's, or the older stores' ``conversations``), once found.
@@ -217,7 +235,8 @@ class ConversationLog:
         tool_calls: Sequence[Mapping[str, Any]] = (),
         name: str | None = None,
     ) -> tuple[Conversation, Turn]:
-        """Append a turn (its text redacted) and return the updated header and the turn: one commit.
+        """Append a turn (as sent, or redacted when the log redacts) and return the updated header and the turn:
+        one commit.
 
         A turn sent again with the same ``message_id`` (a client's retry) is not stored twice: the turn stored the
         first time is returned and nothing is written; the same id with another role, text or status is a
@@ -231,16 +250,18 @@ class ConversationLog:
             raise InvalidInputError("a turn's text must be a string")
         if message_id is not None and (not isinstance(message_id, str) or not message_id):
             raise InvalidInputError(f"invalid message id {message_id!r}: a non-empty string")
-        calls = tuple(dict(redact_value(dict(call))) for call in tool_calls)
-        clean = redact(text)
+        calls = tuple(dict(call) for call in tool_calls)
+        if self.redact_turns:
+            calls = tuple(dict(redact_value(call)) for call in calls)
+            text = redact(text)
         for _ in range(100):
             header = self.require(conversation_id)
             sent = None if message_id is None else self.mem.get(ns, _id_key(message_id), refresh_ttl=False)
             if sent is not None:  # a retry of a turn already stored: nothing to write
-                return header, self._same(ns, int(sent.value["seq"]), (role, clean, status), message_id)
+                return header, self._same(ns, int(sent.value["seq"]), (role, text, status), message_id)
             seq = header.turns + 1
             turn = Turn(
-                conversation_id, seq, role, clean, message_id or f"{conversation_id}:{seq}", status, calls, name,
+                conversation_id, seq, role, text, message_id or f"{conversation_id}:{seq}", status, calls, name,
                 now_ms(),
             )  # fmt: skip
             counted = header.assistant_turns + (1 if turn.counts else 0)
@@ -263,7 +284,7 @@ class ConversationLog:
         raise ConflictError(f"could not append to conversation {conversation_id!r}: too many concurrent appends")
 
     def _same(self, ns: tuple[str, str], seq: int, sent: tuple[str, str, str], message_id: str | None) -> Turn:
-        """The stored turn ``seq`` when ``sent`` (role, redacted text, status) is that turn sent again, else
+        """The stored turn ``seq`` when ``sent`` (role, text as stored, status) is that turn sent again, else
         :class:`ConflictError`."""
         item = self.mem.get(ns, _turn_key(seq), refresh_ttl=False)
         stored = None if item is None else Turn.from_dict(item.value)

@@ -27,7 +27,7 @@ from engram.hashing import ChunkId
 from engram.repo import HEADS
 from engram.store import Memory
 from engram.writer.extract import Extractor, model_of
-from engram.writer.metrics import WriterMetrics
+from engram.writer.metrics import WriterMetrics, dead_lettered
 from engram.writer.run import branch_name, ours
 from engram.writer.settings import WriterSettings
 from engram.writer.state import Lease, StateStore, Watermark, WriterState
@@ -124,6 +124,11 @@ def recover(
                 if int(span.get("to", 0)) > mark.seq:
                     state.watermarks[cid] = Watermark(int(span["to"]), span.get("last_message"),
                                                       int(span.get("assistant_turns", 0)))  # fmt: skip
+        else:  # a run that dies again and again (a turn that kills its process) must not loop for ever
+            state.failures += 1
+            if state.failures >= settings.max_failures and state.dead_letter is None:
+                state.dead_letter = {"run": old.run_id, "outcome": "crashed", "error": record["error"],
+                                     "failures": state.failures, "since": now_ms()}  # fmt: skip
         previous = state.find(old.run_id) or {}
         state.record(previous | record)
         return True
@@ -131,4 +136,6 @@ def recover(
     state = store.update(change, f"run {lease.run_id}: recover run {old.run_id}")
     log.info("writer recovery: run=%s outcome=%s by=%s", old.run_id, record["outcome"], lease.run_id)
     metrics.runs.labels(outcome=record["outcome"]).inc()
+    if state.dead_letter is not None and state.dead_letter.get("run") == old.run_id:
+        dead_lettered(metrics, store.target, state.dead_letter)
     return state

@@ -37,6 +37,7 @@ from engram.writer.extract import (
     tokens,
 )
 from engram.writer.metrics import FAILURES, WriterMetrics, dead_lettered, observe_run
+from engram.writer.redact import redact
 from engram.writer.settings import WriterSettings, decide
 from engram.writer.state import Lease, StateStore, Watermark, WriterState, slug
 from engram.writer.traces import TraceSettings, write_trace
@@ -224,8 +225,8 @@ class Run:
 
     def _extract(self, workspace: Workspace) -> None:
         settings, plan = self.settings, self.plan
-        chunks = chunk_turns(plan.turns, settings.turn_budget_tokens)
-        context = plan.context
+        chunks = chunk_turns([t.redacted() for t in plan.turns], settings.turn_budget_tokens)  # what a model sees
+        context = [t.redacted() for t in plan.context]
         for index, chunk in enumerate(chunks):
             if sum(len(s.model_calls) for s in self.steps) >= settings.max_model_calls:
                 waiting = {(t.conversation_id, t.seq) for later in chunks[index:] for t in later}
@@ -365,6 +366,7 @@ class Run:
         # whatever its extractor attempted
         done = self.actions if commit is not None else []
         counts = {op: sum(1 for a in done if a.op == op) for op in ("add", "update", "delete")}
+        error = error and redact(error)  # status, runs and logs show it
         self.record.update({
             "conversations": {b.conversation_id: b.range() for b in plan.batches},
             "left": {"turns": plan.left, "reason": plan.left_reason, "cut": plan.cut}

@@ -82,6 +82,7 @@ class WriterSettings:
     max_failures: int = 3
     max_model_calls: int = 40
     max_input_chars: int = 100_000
+    redact_turns: bool = False
 
     def __post_init__(self) -> None:
         if not (self.policy in POLICIES or callable(self.policy)):
@@ -130,6 +131,7 @@ class WriterSettings:
             "memory_budget_tokens": self.memory_budget_tokens, "turn_budget_tokens": self.turn_budget_tokens,
             "max_failures": self.max_failures, "max_model_calls": self.max_model_calls,
             "max_input_chars": self.max_input_chars, "merge_attempts": self.merge_attempts,
+            "redact_turns": self.redact_turns,
         }  # fmt: skip
 
     @property
@@ -170,3 +172,4 @@ class WriterOptions(TypedDict, total=False):
     max_failures: int
     max_model_calls: int
     max_input_chars: int
+    redact_turns: bool

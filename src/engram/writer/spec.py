@@ -43,6 +43,7 @@ class WriterConfig:
         timeout / retries: of each model call (an ``openai:`` extractor).
         trace_dir: where traces go (None: the writer's default).
         background: run in the writer's background worker (the doors' default) or inside the call.
+        redact_turns: store turns with secrets redacted (default: as sent; what leaves a turn is redacted anyway).
 
     A value out of range is refused when the config is built (:class:`InvalidInputError`, naming the range)."""
 
@@ -57,6 +58,7 @@ class WriterConfig:
     max_failures: int = 3
     max_model_calls: int = 40
     max_input_chars: int = 100_000
+    redact_turns: bool = False
 
     def __post_init__(self) -> None:
         if not self.timeout > 0 or self.retries < 0:
@@ -74,6 +76,7 @@ class WriterConfig:
             interval=self.interval, policy=self.policy, instructions=self.instructions,  # type: ignore[arg-type]
             trace_dir=self.trace_dir, background=self.background, max_failures=self.max_failures,
             max_model_calls=self.max_model_calls, max_input_chars=self.max_input_chars,
+            redact_turns=self.redact_turns,
         )  # fmt: skip
 
     def build(

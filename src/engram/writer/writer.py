@@ -78,6 +78,16 @@ class Appended:
         return self.decision.run
 
 
+def release(state: WriterState, lease: Lease) -> bool:
+    """Drop ``lease`` from ``state`` when it is still the one held (a run that ends without running)."""
+    held = state.lease
+    if held is None or held.run_id != lease.run_id or held.owner != lease.owner:
+        return False
+    state.lease = None
+    state.runs = [r for r in state.runs if r.get("id") != lease.run_id]  # it never ran: no record
+    return True
+
+
 class MemoryWriter:
     """Extracts memories from conversations every ``interval`` completed assistant turns (see the module docstring).
 
@@ -106,6 +116,8 @@ class MemoryWriter:
         max_failures: failed runs in a row after which the target is dead-lettered (see :meth:`retry`).
         max_model_calls / max_input_chars: a run's cost cap: model calls, and characters of new turns read; what a
             run could not take stays pending for the next run (and a longer turn is read up to the cap).
+        redact_turns: store turns with secrets redacted (default: as sent; prompts, traces and memories are
+            redacted either way).
     """
 
     def __init__(
@@ -122,7 +134,9 @@ class MemoryWriter:
         self.mem = mem.handle(author=self.settings.author)
         self.extractor = extractor
         self.metrics = metrics if metrics is not None else default_metrics()
-        self.conversations = ConversationLog(mem, branch=self.settings.conversations_branch, author=self.author)
+        self.conversations = ConversationLog(
+            mem, branch=self.settings.conversations_branch, author=self.author, redact_turns=self.settings.redact_turns
+        )
         self.owner = process_owner()
         self._worker: Worker[Decision] = Worker()
 
@@ -385,6 +399,9 @@ class MemoryWriter:
         events.emit("started", {"id": run_id, "target": tid, "started_at": now, "pending": pending})
         if previous:
             state = recover(self.mem, self.settings, extractor, self.metrics, store, previous[0], lease)
+            if state.dead_letter is not None:  # the crashed run was one too many: stop, keep the turns
+                store.update(lambda s: release(s, lease), f"run {run_id}: dead-lettered, nothing run")
+                return self._skip("dead_lettered", tid, conversation, pending)
         plan = self._plan(run_id, tid, state)
         record = Run(self.mem, self.settings, extractor, self.metrics, plan, store, lease, now, events).execute()
         self.lag(tid)  # the gauge follows status()["pending_turns"] after the run too
