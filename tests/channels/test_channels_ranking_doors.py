@@ -87,3 +87,20 @@ def test_cli_search_min_score_and_offset(tmp_path: Path) -> None:
         assert run(group, "search", NONSENSE, "--min-score", "0.3", "--as", "alice")["results"] == []
     assert run("search", "facts", NONSENSE, "--json")["items"]
     assert run("search", "facts", NONSENSE, "--min-score", "0.3", "--json")["items"] == []
+
+
+def test_peeking_at_notes_takes_min_score_and_pages() -> None:
+    mem = engram.open(":memory:", embedder="hashing")
+    hub = Channels(mem)
+    hub.create_project("acme")
+    for agent in ("alice", "auditor"):
+        hub.register_agent(agent, project="acme")
+    alice, auditor = hub.as_agent("alice"), hub.as_agent("auditor", read_all_notes=True)
+    for n in range(12):
+        alice.write_note(f"restart the pool, try {n}")
+    first = auditor.peek_notes("alice", query="pool", limit=10)
+    assert len(first) == 10 and first.has_more and first.next_offset == 10
+    assert len(auditor.peek_notes("alice", query="pool", offset=10)) == 2
+    assert list(auditor.peek_notes("alice", query=NONSENSE, min_score=0.3)) == []
+    assert len(auditor.peek_notes("alice", query=NONSENSE)) > 0
+    mem.close()

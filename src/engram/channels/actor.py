@@ -42,15 +42,18 @@ class Actor(Messages, ReadState):
         """This agent's newest notes, newest first."""
         return list(search.run(self.hub, "note", [self.notes_channel().id], limit=limit, at=at))
 
-    def peek_notes(self, agent: str, *, query: str | None = None, limit: int = 20) -> MessageResults:
+    def peek_notes(
+        self, agent: str, *, query: str | None = None, limit: int = 20, offset: int = 0, min_score: float | None = None
+    ) -> MessageResults:  # fmt: skip
         """Another agent's notes; only with the ``notes:read-all`` scope, and every peek is recorded in the
-        event log (``note.peeked``)."""
+        event log (``note.peeked``). ``offset`` and ``min_score`` as in :meth:`search_messages`."""
         if not self.read_all_notes:
             raise PermissionDeniedError(f"{self.id} may not read {agent}'s notes: that needs notes:read-all",
                                         code="missing_scope")  # fmt: skip
         self.hub.agent(agent)
         self._audit([layout.notes_id(agent)])
-        return search.run(self.hub, "note", [layout.notes_id(agent)], query=query, limit=limit)
+        return search.run(self.hub, "note", [layout.notes_id(agent)], query=query, limit=limit, offset=offset,
+                          min_score=min_score)  # fmt: skip
 
     def search_messages(
         self, query: str | None = None, *, channels: Sequence[str] | None = None,

@@ -330,11 +330,15 @@ def note_recent(actor: Actor, limit: int) -> Any:
     owner={"type": "string", "description": "The agent whose notes to read."},
     query=SEARCH["query"],
     limit=LIMIT,
+    offset=SEARCH["offset"],
+    min_score=SEARCH["min_score"],
 )
-def note_peek(actor: Actor, owner: str, limit: int, query: str | None = None) -> Any:
+def note_peek(
+    actor: Actor, owner: str, limit: int, offset: int, query: str | None = None, min_score: float | None = None
+) -> Any:
     """Read another agent's notes: only with the notes:read-all scope; every peek is recorded as an event.
-    Returns {results, mode, degraded}."""
-    return actor.peek_notes(owner, query=query, limit=limit)
+    Returns {results, mode, degraded, has_more, next_offset}."""
+    return actor.peek_notes(owner, query=query, limit=limit, offset=offset, min_score=min_score)
 
 
 @_register(

@@ -341,10 +341,15 @@ async def search_notes(caller: Read, body: NoteSearch, agent: AgentHeader = None
 
 
 @routes.get("/v1/notes/peek/{other}")
-async def peek_notes(caller: Write, other: str, agent: AgentHeader = None, query: str | None = None) -> Any:
+async def peek_notes(
+    caller: Write, other: str, agent: AgentHeader = None, query: str | None = None,
+    limit: Annotated[int, Query(ge=0, le=1000)] = 20, offset: Annotated[int, Query(ge=0)] = 0,
+    min_score: float | None = None,
+) -> Any:  # fmt: skip
     """Another agent's notes: only for keys with notes:read-all; every peek is written as an event (so it needs
     the write scope too)."""
-    return await _act(caller, agent, lambda a: a.peek_notes(other, query=query))
+    return await _act(caller, agent, lambda a: a.peek_notes(other, query=query, limit=limit, offset=offset,
+                                                            min_score=min_score))  # fmt: skip
 
 
 @routes.post("/v1/patterns")
