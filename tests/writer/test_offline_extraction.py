@@ -138,7 +138,8 @@ def test_pasted_logs_code_tables_and_blobs_are_not_prose():
 
 
 def test_an_oversized_paste_becomes_no_junk_and_nothing_is_cut_mid_word(mem: Memory, tmp_path: Path):
-    writer = writer_on(mem, tmp_path, turn_budget_tokens=300, max_input_chars=1_000_000)  # the whole paste, past the cap
+    # the whole paste, past the default cap (the cost-cap tests cover the cap)
+    writer = writer_on(mem, tmp_path, turn_budget_tokens=300, max_input_chars=1_000_000)
     log = "\n".join(
         f"2023-05-08 13:{i // 60 % 60:02d}:{i % 60:02d},{i % 1000:03d} ERROR [worker-{i % 7}] request {i} failed: "
         f"upstream timed out after 30s, retrying with backoff" for i in range(3000)
