@@ -1,25 +1,36 @@
-"""Channels benchmark (issue #13): send latency, filtered + profiled search latency, cross-process event latency.
+"""Channels benchmark (issues #13, #29): send latency, filtered + profiled search latency, cross-process event latency,
+the first search after many sends, pattern detection.
 
 On SQLite: N messages (default 100k) across 50 channels, seeded through ``Actor.send_many`` (one commit per
-batch), then measured through the public API:
+batch), then measured through the public API, with the embedder ``--embedder`` names (``hashing``, the default, or
+``minilm``, the offline model, which takes minutes to seed 100k messages on a small machine: ``--messages 10000``):
 
 - send: ``Actor.send`` (one commit; the search index is brought up to date lazily, so also timed: send followed by
-  ``Memory.update_index``, which indexes and embeds the one new message with the hashing embedder);
+  ``Memory.update_index``, which indexes and embeds the one new message);
 - search: ``search_messages(query, filter=<nested metadata>, profile="quality")`` over every channel;
 - send with ``synchronous=normal`` (see ``docs/storage.md``): the same sends after the store is switched to the
   durability mode that survives a process crash but not a power loss (skipped on an engram without the option);
 - events: a subscriber in another process (``Channels.subscribe``, polling by cursor every 20 ms) sees each message
   event; latency = the time it prints the event minus the time ``send`` returned.
 
+``--first-search N`` measures instead the first search after N sends (default 2,000): a fresh SQLite store opened as
+the library opens it by default (``engram.open`` with its background indexer), a hub, an agent, N ``send`` over 5
+channels, then the time of the first ``search_messages(query)``, whose query is words of the last message sent
+(the run fails unless the search finds it); ``--runs`` repeats it on fresh stores.
+
 ``--patterns N`` measures pattern detection instead: N error reports with stack traces (default 1,000) across 5
 channels of a fresh SQLite store, indexed (so the store keeps their vectors), then ``detect_patterns`` three times
 with the default arguments and twice with ``on="first_line"``, for MiniLM and the hashing embedder.
 
-Searches run with the query cache off (when the engram has one), so they measure the search, not a cache hit.
+Sends and searches are measured once the opened store's vectors are in its graph (a store opened with vectors not
+in its saved graph builds it in a background thread, which slows what runs beside it: ``--no-settle`` measures at
+once, as before). Searches run with the query cache off (when the engram has one), so they measure the search,
+not a cache hit.
 ``--keep DIR`` saves the seeded, indexed store in DIR; ``--seeded DIR`` starts from a copy of such a store instead
 of seeding (so several engram versions can be measured on the same data: run with ``PYTHONPATH=<checkout>/src``).
 
-Usage: ``python benchmarks/bench_channels.py [--messages 100000] [--keep DIR | --seeded DIR] [--out results.json]``
+Usage: ``python benchmarks/bench_channels.py [--embedder hashing|minilm] [--messages 100000] [--keep DIR | --seeded
+DIR] [--out results.json]``, ``python benchmarks/bench_channels.py --first-search 2000 [--embedder minilm] [--runs 3]``
 or ``python benchmarks/bench_channels.py --patterns 1000 [--out results.json]``.
 """
 
@@ -40,7 +51,6 @@ from typing import Any
 
 import engram
 from engram.channels import Channels
-from engram.embed import HashingEmbedder
 
 CHANNELS = 50
 ERRORS = [
@@ -71,9 +81,11 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-def seed(url: str, folder: Path, names: list[str], per_channel: int, rng: random.Random) -> tuple[float, float]:
+def seed(
+    url: str, folder: Path, names: list[str], per_channel: int, rng: random.Random, embedder: str
+) -> tuple[float, float]:
     """Create the project, the agent, the channels and their messages; index them. Returns (seed s, index s)."""
-    memory = engram.open(url, embedder=HashingEmbedder(), vector_cache=folder / "vectors.db")
+    memory = engram.open(url, embedder=embedder, vector_cache=folder / "vectors.db")
     hub = Channels(memory)
     hub.create_project("bench")
     hub.register_agent("agent", project="bench")
@@ -143,6 +155,40 @@ def patterns(count: int, embedder: str) -> dict[str, Any]:
             "first_line_clusters": lines}  # fmt: skip
 
 
+def first_search(count: int, embedder: str) -> dict[str, Any]:
+    """``count`` sends to a fresh store opened with the library's defaults (background indexing), then the time of the
+    first search, whose query is words of the last message sent; fails unless it finds that message."""
+    rng = random.Random(2000)
+    folder = Path(tempfile.mkdtemp(prefix="bench-first-search-"))
+    memory = engram.open(f"sqlite:///{folder / 'first.db'}", embedder=embedder)
+    if getattr(memory.pool, "query_cache", None) is not None:
+        memory.pool.query_cache = None
+    hub = Channels(memory)
+    hub.create_project("bench")
+    hub.register_agent("agent", project="bench")
+    actor = hub.as_agent("agent")
+    names = [f"channel-{i}" for i in range(5)]
+    for name in names:
+        actor.create_channel(name)
+    started = time.perf_counter()
+    for i in range(count - 1):
+        actor.send(names[i % 5], _text(rng), metadata=_meta(rng))
+    last = actor.send(names[0], "the nightly deploy of build 7f3a9 stalled on a missing schema migration")
+    sent = time.perf_counter() - started
+    started = time.perf_counter()
+    found = actor.search_messages("deploy stalled missing schema migration")
+    first = time.perf_counter() - started
+    assert last.id in [m.id for m in found], "the first search did not find the message sent last"
+    started = time.perf_counter()
+    memory.flush_index()
+    flushed = time.perf_counter() - started
+    memory.close()
+    shutil.rmtree(folder)
+    return {"embedder": embedder, "sends": count, "sends_per_s": round(count / sent), "first_search_s": round(first, 3),
+            "rank_of_last": [m.id for m in found].index(last.id) + 1, "mode": found.mode,
+            "flush_after_s": round(flushed, 1)}  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--messages", type=int, default=100_000)
@@ -153,7 +199,24 @@ def main() -> None:
     parser.add_argument("--ab", action="store_true",
                         help="also time each search beside its twin scoped by an exact list of channels")  # fmt: skip
     parser.add_argument("--patterns", type=int, help="measure detect_patterns over this many error reports instead")
+    parser.add_argument("--embedder", choices=["hashing", "minilm"], default="hashing")
+    parser.add_argument("--first-search", type=int, metavar="N",
+                        help="measure the first search after N sends to a fresh store instead")  # fmt: skip
+    parser.add_argument("--runs", type=int, default=3, help="fresh stores for --first-search")
+    parser.add_argument("--no-settle", dest="settle", action="store_false",
+                        help="measure at once after opening (the graph may still build)")  # fmt: skip
     args = parser.parse_args()
+    if args.first_search:
+        runs = []
+        for _ in range(args.runs):
+            runs.append(first_search(args.first_search, args.embedder))
+            print(json.dumps(runs[-1]), flush=True)
+        times = [r["first_search_s"] for r in runs]
+        print(f"first search after {args.first_search:,} sends ({args.embedder}): median "
+              f"{statistics.median(times):.3f} s, max {max(times):.3f} s (target <= 1 s)")  # fmt: skip
+        if args.out:
+            args.out.write_text(json.dumps(runs, indent=2))
+        return
     if args.patterns:
         measured = [patterns(args.patterns, name) for name in ("minilm", "hashing")]
         print("| embedder | index | detect_patterns, three runs | on first_line |\n|---|---|---|---|")
@@ -174,16 +237,22 @@ def main() -> None:
         shutil.rmtree(folder)
         shutil.copytree(args.seeded, folder)
     else:
-        seeded, indexed = seed(url, folder, names, per_channel, rng)
+        seeded, indexed = seed(url, folder, names, per_channel, rng, args.embedder)
         if args.keep:
             shutil.copytree(folder, args.keep)
-    memory = engram.open(url, embedder=HashingEmbedder(), vector_cache=folder / "vectors.db")
+    memory = engram.open(url, embedder=args.embedder, vector_cache=folder / "vectors.db")
     if getattr(memory.pool, "query_cache", None) is not None:
         memory.pool.query_cache = None  # measure searches, not cache hits
     started = time.perf_counter()
     memory.update_index()
+    loaded = time.perf_counter() - started
+    started = time.perf_counter()
+    vectors = getattr(memory.pool.index("main"), "vectors", None) if args.settle else None
+    if vectors is not None:  # steady state: the vectors loaded into the graph (a background build after open)
+        vectors.wait()
     print(f"seeded {per_channel * CHANNELS:,} messages in {seeded:.1f} s, indexed in {indexed:.1f} s "
-          f"(index loaded in {time.perf_counter() - started:.1f} s)", flush=True)  # fmt: skip
+          f"(index loaded in {loaded:.1f} s, graph built in {time.perf_counter() - started:.1f} s)",
+          flush=True)  # fmt: skip
     hub = Channels(memory)
     actor = hub.as_agent("agent")
 
@@ -247,7 +316,7 @@ def main() -> None:
     if set_synchronous is not None:
         memory.close()
         set_synchronous(folder / "channels.db", "normal")
-        memory = engram.open(url, embedder=HashingEmbedder(), vector_cache=folder / "vectors.db")
+        memory = engram.open(url, embedder=args.embedder, vector_cache=folder / "vectors.db")
         hub = Channels(memory)
         actor = hub.as_agent("agent")
         for i in range(args.samples):
@@ -256,7 +325,7 @@ def main() -> None:
             sends_normal.append(time.perf_counter() - t0)
         memory.close()
         set_synchronous(folder / "channels.db", "full")
-        memory = engram.open(url, embedder=HashingEmbedder(), vector_cache=folder / "vectors.db")
+        memory = engram.open(url, embedder=args.embedder, vector_cache=folder / "vectors.db")
         hub = Channels(memory)
         actor = hub.as_agent("agent")
 
@@ -264,8 +333,7 @@ def main() -> None:
     script = textwrap.dedent(f"""
         import sys, time, engram
         from engram.channels import Channels
-        from engram.embed import HashingEmbedder
-        hub = Channels(engram.open({url!r}, embedder=HashingEmbedder(), vector_cache={str(folder / "vectors.db")!r}))
+        hub = Channels(engram.open({url!r}, embedder={args.embedder!r}, vector_cache={str(folder / "vectors.db")!r}))
         print("ready", flush=True)
         for event in hub.subscribe(["message.created"], after={cursor}, timeout=600):
             print(event.seq, time.time(), flush=True)
@@ -285,7 +353,7 @@ def main() -> None:
     memory.close()
 
     result = {
-        "messages": per_channel * CHANNELS, "channels": CHANNELS, "seed_s": round(seeded, 1),
+        "embedder": args.embedder, "messages": per_channel * CHANNELS, "channels": CHANNELS, "seed_s": round(seeded, 1),
         "index_s": round(indexed, 1),
         "send_ms": {"p50": pct(sends, 0.5), "p99": pct(sends, 0.99)},
         "send_normal_ms": {"p50": pct(sends_normal, 0.5), "p99": pct(sends_normal, 0.99)} if sends_normal else None,
