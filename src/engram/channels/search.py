@@ -9,8 +9,10 @@ ranks by the update time, which is never earlier than the send time, so the stor
 upper bound of its score by send time (recency only falls with age), and a listing's order by update time is an
 upper bound of the order by send time. Pages of the store's order are read until the best ``offset + limit``
 messages by send time all reach the bound of the next unread one: then no unread message can rank among them,
-and the page is exact. A message never touched after it was sent has the same score either way, so this reads
-one page unless recently touched old messages crowd the top.
+and the page is exact. A message never touched after it was sent (its item written within :data:`TOUCHED_MS` of
+its send time) has the same score either way, so this reads
+one page of ``offset + limit + 1`` results (what a search without this step reads) unless recently touched old
+messages crowd the top; then it reads pages twice as long until the page is exact.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ from engram.errors import InvalidInputError
 from engram.store.item import SearchItem, SearchResults
 from engram.store.ranking import Profile, get_profile, recency_score
 
-#: The first page read from the store is at least this long (see the module docstring).
-FIRST_PAGE = 32
+#: A message whose item changed less than this after it was sent counts as untouched: its commit lands a moment
+#: after its send time is taken (longer in a batch import), which no recency half-life can tell apart.
+TOUCHED_MS = 60_000
 
 
 class OnHub(Protocol):
@@ -129,7 +132,7 @@ def _by_send_time(
     """The page ``offset:offset + limit`` of messages ordered by send time (see the module docstring): read the
     store's pages (``search(size, start)``) until the page is exact."""
     want = offset + limit + 1  # one more than the page tells whether more exist
-    size, start, now = max(want, FIRST_PAGE), 0, now_ms()
+    size, start, now = want, 0, now_ms()  # a page as long as asked: untouched messages keep the store's order
     pool: list[tuple[float, SearchItem, float | None, dict[str, Any] | None]] = []
     first: SearchResults | None = None
     while True:
@@ -159,6 +162,8 @@ def _sort_key(
     update and send times; for a ranked search the scores with recency from the update and the send time."""
     updated = int(item.updated_at.timestamp() * 1000)
     sent = int(item.value.get("time", updated))
+    if updated - sent < TOUCHED_MS:  # written when it was sent: the store's order is the send-time order
+        sent = updated
     if not ranked or item.score is None:
         return float(updated), float(sent), item.score, item.explain
     if not profile.recency or sent >= updated:
