@@ -84,3 +84,23 @@ def test_search_says_whether_more_results_exist(alice: Actor, bob: Actor) -> Non
     assert not alice.search_my_notes("pool note", limit=12).has_more
     listed = bob.search_messages(limit=11)
     assert len(listed) == 11 and listed.has_more
+
+
+def test_a_search_of_untouched_messages_reads_one_page_of_the_store(alice: Actor) -> None:
+    alice.create_channel("imports")
+    alice.send_many("imports", [{"content": f"postgres connection refused on replica {n}"} for n in range(80)])
+    memory = alice.hub.memory
+    calls: list[int] = []
+    search = memory.search
+
+    def counting(*args: object, **kwargs: object) -> object:
+        calls.append(int(kwargs.get("limit", 0)))  # type: ignore[call-overload]
+        return search(*args, **kwargs)  # type: ignore[arg-type]
+
+    memory.search = counting  # type: ignore[method-assign]
+    try:
+        found = alice.search_messages("postgres connection refused", profile="quality", limit=5)
+    finally:
+        del memory.search
+    assert len(found) == 5 and found.has_more
+    assert calls == [6]  # one read of limit + 1: sending then writing a message does not count as touching it
