@@ -318,6 +318,8 @@ class TenantPool:
                 work(memory)
         except EngramError as exc:
             _log.warning("background %s of tenant %s failed: %s", what, tenant, exc)
+        except Exception:  # a bug (an embedder that raises anything): logged, and the thread serves the others
+            _log.exception("background %s of tenant %s failed unexpectedly", what, tenant)
 
     def close(self) -> None:
         """Stop the background threads and close every open store and its services (a later :meth:`acquire` starts
