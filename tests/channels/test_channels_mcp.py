@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 import engram
-from engram.channels import Channels
+from engram.channels import Actor, Channels
+from engram.mcp.channel_tools import CHANNEL_TOOLS
 from engram.mcp.server import call_tool
 from engram.ops.access import Principal
 from engram.store import Memory
@@ -105,8 +106,6 @@ async def test_mcp_local_server_acts_as_its_author() -> None:
 
 
 async def test_every_channel_operation_of_the_library_is_a_tool() -> None:
-    from engram.channels import Actor
-    from engram.mcp.channel_tools import CHANNEL_TOOLS
 
     mem, alice, bob = _acme()
 

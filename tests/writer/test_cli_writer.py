@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import engram
 from engram.cli import cli
+from engram.writer.state import Lease, StateStore, WriterState
 
 
 @pytest.fixture
@@ -84,8 +86,6 @@ def test_an_interval_out_of_range_is_refused_with_the_range(run, value) -> None:
 
 
 def test_status_names_the_run_in_flight_and_a_dead_letter(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    import engram
-    from engram.writer.state import Lease, StateStore, WriterState
 
     _chat(run)
     mem = engram.open(str(tmp_path / "store"), embedder="hashing")

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from conftest import sample
 
+from engram.errors import InvalidInputError
 from engram.store import Memory
 from engram.writer import ExtractRequest, MemoryWriter, OfflineExtractor, OpenAIExtractor, Workspace, WriterMetrics
 from engram.writer.scripted import Reply, ScriptedModelServer
@@ -153,7 +154,6 @@ def test_a_huge_paste_is_read_up_to_the_input_cap_and_the_rest_waits(wmem, tmp_p
 
 @pytest.mark.parametrize("name", ["max_failures", "max_model_calls", "max_input_chars"])
 def test_caps_below_one_are_refused(wmem, tmp_path, metrics, name):
-    from engram.errors import InvalidInputError
 
     with pytest.raises(InvalidInputError, match=name):
         MemoryWriter(wmem, extractor=OfflineExtractor(), metrics=metrics, **{name: 0})
