@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "engram"
-DOORS = ("engram.cli", "engram.server", "engram.mcp", "engram.integrations")
+DOORS = ("engram.cli", "engram.server", "engram.mcp", "engram.integrations", "engram.compat")
 
 
 def _module(path: Path) -> str:
