@@ -70,7 +70,7 @@ class Metrics:
                                   registry=registry)  # fmt: skip
         self.last_backup = Gauge(
             "engram_last_backup_success_timestamp_seconds",
-            "When the last backup to each remote succeeded (Unix time); absent until one did.",
+            "When the last backup to each remote succeeded (Unix time); 0: none on the remote a schedule backs up to.",
             ["remote"],
             registry=registry,
         )

@@ -41,7 +41,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 def test_alerts_rules_file_passes_promtool_check() -> None:
     done = run(tool("promtool"), "check", "rules", str(RULES))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 11 rules found" in done.stdout
+    assert "SUCCESS: 12 rules found" in done.stdout
 
 
 def test_alerts_rules_pass_their_promtool_unit_tests() -> None:
@@ -149,7 +149,7 @@ def test_alerts_a_real_prometheus_scrapes_a_running_server(engram_server: str, t
         searches = query(prometheus, 'engram_search_duration_seconds_count{job="engram", mode="hybrid"}')
         assert float(searches[0]["value"][1]) >= 1
         rules = httpx.get(f"{prometheus}/api/v1/rules", timeout=5).json()["data"]["groups"]
-        assert [group["name"] for group in rules] == ["engram"] and len(rules[0]["rules"]) == 11
+        assert [group["name"] for group in rules] == ["engram"] and len(rules[0]["rules"]) == 12
         assert all(rule["health"] in ("ok", "unknown") for rule in rules[0]["rules"])
     finally:
         process.terminate()

@@ -92,10 +92,14 @@ def test_schedule_first_run_waits_unless_the_last_backup_is_old(store: engram.Me
     hour = 3600.0
     fresh = BackupSchedule(_lease(store.repo), lambda: remote, hour)  # type: ignore[arg-type]
     assert fresh.first_delay() == 0.0  # no backup yet: at once
+    gauge = LAST_BACKUP.labels(metric_label(remote_url))
+    assert gauge._value.get() == 0.0  # exported as "never", so that an alert can fire if it keeps failing
     made, _ = create_backup(store.repo, remote)
     now = made.time / 1000
+    gauge.set(-1.0)
     soon = BackupSchedule(_lease(store.repo), lambda: remote, hour, clock=lambda: now + 600)  # type: ignore[arg-type]
     assert soon.first_delay() == pytest.approx(hour - 600)
+    assert gauge._value.get() == pytest.approx(now)  # a new process learns the newest backup's time from the remote
     late = BackupSchedule(_lease(store.repo), lambda: remote, hour, clock=lambda: now + 2 * hour)  # type: ignore[arg-type]
     assert late.first_delay() == 0.0
 

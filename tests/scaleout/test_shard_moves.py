@@ -207,6 +207,10 @@ def test_bad_input_is_refused_clearly(cluster: Cluster) -> None:
         move_tenant(catalog, "x", here)
     with pytest.raises(NotFoundError):
         move_tenant(catalog, "x", "nope")
+    elsewhere = next(name for name in cluster.shards if name != here)
+    with pytest.raises(NotFoundError, match="no tenant 'x'"):  # a tenant that was never written is not pinned
+        move_tenant(catalog, "x", elsewhere)
+    assert "x" not in catalog.load().overrides
     set_status(catalog, "s1", "readonly")
     set_status(catalog, "s2", "readonly")
     with pytest.raises(ConfigError, match="no active shard"):

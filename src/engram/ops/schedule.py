@@ -19,8 +19,9 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
+from engram import observe
 from engram.errors import InvalidInputError
-from engram.ops.backup import Backup, create_backup, list_backups
+from engram.ops.backup import Backup, create_backup, list_backups, metric_label
 from engram.ops.remotes.stores import Remote
 from engram.repo import Repository
 
@@ -94,12 +95,17 @@ class BackupSchedule:
 
     def first_delay(self) -> float:
         """Seconds until the first backup: none when the newest one on the remote is older than the interval
-        (or there is none, or the remote cannot say), else what remains of the interval since it."""
+        (or there is none, or the remote cannot say), else what remains of the interval since it.
+
+        It also exports the newest backup's time as ``engram_last_backup_success_timestamp_seconds`` (0 when the
+        remote holds none), so that "backup too old" can fire for a server whose backups never succeed."""
         try:
-            backups = list_backups(self.remote())
+            remote = self.remote()
+            backups = list_backups(remote)
         except Exception as exc:  # a remote down at start: try at once, the run reports it
             log.warning("could not list the backups on the remote (%s); backing up now", exc)
             return 0.0
+        observe.backup_succeeded(metric_label(remote.url), backups[-1].time / 1000 if backups else 0.0)
         if not backups:
             return 0.0
         age = self._clock() - backups[-1].time / 1000

@@ -254,7 +254,7 @@ def move_tenant(
     pausing at most for the final copy.
 
     Raises:
-        NotFoundError: no shard ``to``.
+        NotFoundError: no shard ``to``, or no tenant ``tenant`` (no refs on the shard it routes to).
         InvalidInputError: the tenant is on ``to`` already, or ``to`` is not active.
         IntegrityError: the copy failed its check (the route is left as it was).
         UnavailableError: writes in flight did not pause within ``write_wait`` (the route is left as it was).
@@ -269,6 +269,9 @@ def move_tenant(
         raise InvalidInputError(f"tenant {tenant!r} is on shard {to!r} already")
     if target.status != "active":
         raise InvalidInputError(f"shard {to!r} is {target.status}: move tenants to an active shard")
+    with _opened(source, tenant) as src:
+        if not src.refs.list():
+            raise NotFoundError(f"no tenant {tenant!r} on shard {source.name!r} (it has no refs); see `engram tenants`")
     say = progress or (lambda _message: None)
     state = _State(report=MoveReport(tenant, source.name, target.name))
     catalog.begin_move(tenant, source.name, target.name)
