@@ -424,10 +424,13 @@ class IndexPool:
 
 
 def _commits_behind(repo: Repository, head: ChunkId, root: ChunkId | None) -> int:
-    """First-parent commits from ``head`` back to the first whose tree is ``root`` (``LAG_SCAN`` at most)."""
+    """First-parent commits from ``head`` back to the first whose tree is ``root`` (``LAG_SCAN`` at most); every
+    commit of a shorter history when none has that tree (or nothing is indexed)."""
+    walked = 0
     for behind, commit in enumerate(repo.iter_first_parents(head)):
         if behind >= LAG_SCAN:
-            break
+            return LAG_SCAN
         if root is not None and commit.tree == root:
             return behind
-    return LAG_SCAN
+        walked = behind + 1
+    return walked

@@ -133,7 +133,9 @@ class Memory(Reader, Versioned):
         """:meth:`index_lag` of every branch whose index is loaded in this process (and this handle's branch when
         search runs in PostgreSQL). An index not loaded yet is left out: it is built at the next search, and
         reporting it as lagging would alert on every idle tenant (what ``/readyz`` and ``/metrics`` show)."""
-        branches = set(self.pool.synced()) | ({self._branch} if self.pool.sql is not None else set())
+        sql = self.pool.sql
+        built = sql is not None and sql.head_state(self._branch) is not None  # in PostgreSQL: built by a search
+        branches = set(self.pool.synced()) | ({self._branch} if built else set())
         heads = self.repo.branches()
         return {branch: self.index_lag(branch) for branch in sorted(branches) if branch in heads}
 
