@@ -68,6 +68,11 @@ class Metrics:
         )
         self.tenants_open = Gauge("engram_tenants_open", "Tenant stores open in this process's tenant pools.",
                                   registry=registry)  # fmt: skip
+        self.http_requests = Counter("engram_http_requests", "HTTP requests answered, by method, route template "
+                                     "and status.", ["method", "route", "status"], registry=registry)  # fmt: skip
+        self.http_seconds = Histogram("engram_http_request_duration_seconds", "HTTP request latency (to the end of "
+                                      "the response body) by method and route template.", ["method", "route"],
+                                      buckets=LATENCY_BUCKETS, registry=registry)  # fmt: skip
         self.last_backup = Gauge(
             "engram_last_backup_success_timestamp_seconds",
             "When the last backup to each remote succeeded (Unix time); 0: none on the remote a schedule backs up to.",
@@ -163,6 +168,19 @@ def tenants_opened(change: int) -> None:
     metrics().tenants_open.inc(change)
 
 
+#: HTTP methods kept as a label value; any other is counted as ``other`` (labels stay bounded).
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def request_done(method: str, route: str, status: int, seconds: float) -> None:
+    """Note an HTTP request answered with ``status`` after ``seconds``; ``route`` is the route's template
+    (``/v1/items/{namespace}``), never the path a client sent (``unmatched`` when no route matched)."""
+    found = metrics()
+    method = method if method in HTTP_METHODS else "other"
+    found.http_requests.labels(method, route, str(status)).inc()
+    found.http_seconds.labels(method, route).observe(seconds)
+
+
 def backup_succeeded(remote: str, when: float | None = None) -> None:
     """Note a successful backup to ``remote`` (its URL; the query part, options such as an endpoint, is left
     out of the label) at Unix time ``when`` (default: now)."""
@@ -170,6 +188,7 @@ def backup_succeeded(remote: str, when: float | None = None) -> None:
 
 
 __all__ = [
+    "HTTP_METHODS",
     "LATENCY_BUCKETS",
     "Metrics",
     "StorageMeter",
@@ -178,6 +197,7 @@ __all__ = [
     "commit_written",
     "metrics",
     "registry",
+    "request_done",
     "search_done",
     "tenants_opened",
 ]

@@ -219,6 +219,45 @@ def test_metrics_route_serves_every_metric_on_one_registry() -> None:
     assert () in found["engram_writer_run_duration_seconds_count"]  # the writer's own metrics, same page
 
 
+def test_metrics_http_requests_by_route_template_and_status() -> None:
+    with TestClient(create_app(ServerConfig(store=":memory:", embedder="hashing"))) as client:
+        route = "/v1/commits/{ref:path}"
+        before = {status: value("engram_http_requests_total", method="GET", route=route, status=status)
+                  for status in ("200", "404")}  # fmt: skip
+        unmatched = value("engram_http_requests_total", method="GET", route="unmatched", status="404")
+        timed = value("engram_http_request_duration_seconds_count", method="GET", route=route)
+        put = client.put("/v1/items", json={"namespace": ["users", "alice"], "key": "prefs", "value": {"t": 1}})
+        assert put.status_code == 200, put.text
+        assert client.get("/v1/commits/main").status_code == 200
+        assert client.get("/v1/commits/no-such-branch-a1b2").status_code == 404
+        assert client.get("/no/such/route/c3d4").status_code == 404
+        client.request("BREW", "/v1/commits/main")
+        text = client.get("/metrics").text
+    assert value("engram_http_requests_total", method="GET", route=route, status="200") == before["200"] + 1
+    assert value("engram_http_requests_total", method="GET", route=route, status="404") == before["404"] + 1
+    assert value("engram_http_requests_total", method="GET", route="unmatched", status="404") == unmatched + 1
+    assert value("engram_http_request_duration_seconds_count", method="GET", route=route) == timed + 2
+    assert "a1b2" not in text and "c3d4" not in text  # paths never become label values
+    assert 'method="other"' in text and "BREW" not in text
+
+
+def test_metrics_postgres_connection_pools_per_database(postgres_url: str, pg_repo_id: str) -> None:
+    mem = engram.open(tenant_url(postgres_url, pg_repo_id), embedder=None)
+    try:
+        mem.put(("a",), "k", {"text": "pooled"})
+        found = parsed(metrics.exposition().decode())
+        databases = {labels[0][1] for labels in found["engram_db_pool_max_connections"]}
+        assert databases and all(name.startswith("postgresql:") and "@" not in name for name in databases)
+        name = next(iter(databases))
+        connections = found["engram_db_pool_connections"]
+        assert connections[(("database", name), ("state", "idle"))] >= 1  # min_size kept open
+        assert (("database", name), ("state", "in_use")) in connections
+        assert found["engram_db_pool_requests_waiting"][(("database", name),)] == 0
+        assert found["engram_db_pool_max_connections"][(("database", name),)] >= 1
+    finally:
+        mem.close()
+
+
 def test_metrics_route_needs_an_unrestricted_admin_key_on_a_server_with_keys(tmp_path: Path) -> None:
     ring = KeyRing(tmp_path / "keys.json")
     headers = {}

@@ -45,6 +45,7 @@ from engram.backends._pgerrors import (
     translate_error,
     translated,
 )
+from engram.backends._pgpools import pool_stats, track
 from engram.backends._pgschema import (
     CONNECT_TIMEOUT,
     MIGRATIONS,
@@ -133,6 +134,7 @@ class PostgresDatabase:
         self._busy_lock = threading.Lock()
         self._shared: tuple[str, ...] | None = None  # the registry key of a pool shared by several repositories
         self._closed = False
+        track(self)
         kwargs: dict[str, Any] = {"autocommit": True, **connect_options(url, connect_timeout)}
         self.pool = psycopg_pool.ConnectionPool(
             url,
@@ -264,6 +266,7 @@ class PostgresDatabase:
 #: One pool per database (URL and pool options) for every repository of this process that uses it: a server
 #: with many tenants holds one set of connections per database, not one per tenant.
 _SHARED: dict[tuple[str, ...], tuple[PostgresDatabase, int]] = {}
+
 _SHARED_LOCK = threading.Lock()
 
 
@@ -578,6 +581,7 @@ __all__ = [
     "ensure_schema",
     "migrate",
     "open_postgres",
+    "pool_stats",
     "redact",
     "schema_version",
     "shared_database",

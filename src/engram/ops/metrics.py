@@ -32,6 +32,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from engram import breakers, observe, runtime
+from engram.backends.postgres import pool_stats
 from engram.errors import InvalidInputError
 from engram.observe import backup_succeeded
 from engram.ops.health import last_readiness
@@ -203,7 +204,27 @@ class _ScrapeCollector(Collector):
             size.add_metric([name], usage.total)
         yield free
         yield size
+        yield from _pool_metrics()
         yield from _readiness_metrics()
+
+
+def _pool_metrics() -> Iterator[Metric]:
+    """The PostgreSQL connection pools of the process, per database (nothing without one)."""
+    pools = pool_stats()
+    connections = GaugeMetricFamily("engram_db_pool_connections", "Connections of the PostgreSQL pools of a "
+                                    "database, by state (in_use, idle).", labels=["database", "state"])  # fmt: skip
+    waiting = GaugeMetricFamily("engram_db_pool_requests_waiting", "Requests queued for a connection of a "
+                                "database's pools.", labels=["database"])  # fmt: skip
+    limit = GaugeMetricFamily("engram_db_pool_max_connections", "Connections a database's pools may open at most.",
+                              labels=["database"])  # fmt: skip
+    for database, stats in sorted(pools.items()):
+        connections.add_metric([database, "in_use"], stats["in_use"])
+        connections.add_metric([database, "idle"], stats["idle"])
+        waiting.add_metric([database], stats["waiting"])
+        limit.add_metric([database], stats["max"])
+    yield connections
+    yield waiting
+    yield limit
 
 
 def _readiness_metrics() -> Iterator[Metric]:

@@ -24,6 +24,7 @@ from engram.server.consistency import ConsistencyHeaders, ReplicaRouter
 from engram.server.deps import State, run
 from engram.server.errors import install
 from engram.server.framing import RefuseAmbiguousLength
+from engram.server.metering import RequestMetrics
 
 
 def _flat(app: FastAPI, routes: APIRouter) -> None:
@@ -62,6 +63,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
     app.state.replicas = ReplicaRouter(config, local, shards=state.tenants.router)  # read replicas
     install(app, config.max_body)
     app.add_middleware(ConsistencyHeaders)
+    app.add_middleware(RequestMetrics)  # counts what a client sees, errors answered by the layers inside included
     app.add_middleware(RefuseAmbiguousLength)  # outermost: before anything reads the body
     _flat(app, items.store_routes)
     _flat(app, items.routes)
