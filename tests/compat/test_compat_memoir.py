@@ -99,8 +99,8 @@ def test_the_restored_indentation_nests_the_blocks(document: str) -> None:
     lines = walkthrough.script(document).splitlines()
 
     def depth(word: str) -> int:
-        """Block depth of the first line holding ``word`` (less the wrapping function)."""
-        line = next(line for line in lines if word in line)
+        """Block depth of the first statement line holding ``word`` (less the wrapping function)."""
+        line = next(line for line in lines if word in line and not line.lstrip().startswith("#"))
         return (len(line) - len(line.lstrip())) // 4 - 1
 
     assert depth("ui_preferences.append") == 2  # for / if / body
