@@ -49,10 +49,11 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import engram
 from engram import Commit, Item, Memory, View
+from engram.embed import Embedder
 from engram.errors import InvalidInputError, ReadOnlyError
 
 __all__ = ["AggregatedMemoryEntry", "ConflictResolution", "MemoryItem", "ProllyTreeStore", "VersionTree"]
@@ -88,7 +89,7 @@ class ConflictResolution:
     TakeDestination = "take_destination"
 
 
-_STRATEGIES = {
+_STRATEGIES: dict[str, Literal["ours", "theirs"]] = {
     ConflictResolution.IgnoreAll: "ours",
     ConflictResolution.TakeDestination: "ours",
     ConflictResolution.TakeSource: "theirs",
@@ -187,7 +188,7 @@ class VersionTree:
                 f"conflict_resolution must be one of ConflictResolution.IgnoreAll, TakeSource, TakeDestination, "
                 f"not {conflict_resolution!r}"
             )
-        commit = self._memory.merge(source_branch, strategy=_STRATEGIES[choice])  # type: ignore[arg-type]
+        commit = self._memory.merge(source_branch, strategy=_STRATEGIES[choice])
         return commit.id.hex()
 
     def head_commit(self) -> Commit:
@@ -229,7 +230,7 @@ class ProllyTreeStore:
         auto_commit: bool = True,
         cache_size: int = 10000,
         *,
-        embedder: Any = None,
+        embedder: Embedder | str | None = None,
         author: str = "memoir",
     ) -> None:
         url = _store_url(path)
