@@ -3,6 +3,7 @@ memoir code calls behaves as memoir's (aggregation, snapshots, checkout, branche
 
 from __future__ import annotations
 
+import json
 import re
 import tempfile
 from collections.abc import Iterator
@@ -295,3 +296,15 @@ def test_checkout_is_per_store_and_a_second_store_sees_the_data(store: ProllyTre
         assert other.list_snapshots() == ["s1"]
     finally:
         other.close()
+
+
+def test_export_namespace_writes_the_checkout(store: ProllyTreeStore, tmp_path: Path) -> None:
+    store.store_memory("production_user", "likes tea", "profile.drinks")
+    store.create_time_snapshot("one")
+    store.put(NS, "later", {"v": 1})
+    store.tree.checkout("one")
+    store.export_namespace("production_user", tmp_path / "export.json")
+    exported = json.loads((tmp_path / "export.json").read_text())
+    assert exported["namespace"] == "production_user"
+    assert list(exported["memories"]) == ["profile.drinks"]
+    assert exported["memories"]["profile.drinks"]["memories"][0]["content"] == "likes tea"

@@ -3,9 +3,13 @@
 ``from memoir.store.prolly_adapter import ProllyTreeStore`` becomes ``from engram.compat.memoir import
 ProllyTreeStore``; the constructor (``path``, ``enable_versioning``, ``auto_commit``, ``cache_size``) and the calls
 (``store_memory_async``, ``search``, ``get``, ``put``, ``delete``, ``commit``, ``create_time_snapshot``,
-``get_state_at_snapshot``, ``get_key_history``, ``tree.checkout``/``create_branch``/``merge``/...) keep their
-shapes. The data is an ordinary engram store, so ``engram.open(path)`` (or the CLI, the UI, the server) reads it
-too, with engram's history, diff, blame and revert.
+``get_state_at_snapshot``, ``get_key_history``, ``export_namespace``, ``tree.checkout``/``create_branch``/
+``merge``/...) keep their shapes. Not mapped: memoir's semantic retrieval (``retrieve_memories*``, which needs its
+search engine; use engram's ``search(namespace, query)``) and its LangGraph ``BaseStore`` methods (use
+:class:`engram.integrations.langgraph.EngramStore`).
+
+The data is an ordinary engram store, so ``engram.open(path)`` (or the CLI, the UI, the server) reads it too, with
+engram's history, diff, blame and revert.
 
 Mapping:
 
@@ -44,6 +48,7 @@ Versioning (the differences are in docs/migrate.md):
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -301,6 +306,13 @@ class ProllyTreeStore:
         """The commits that changed one item, newest first, as prollytree's commit dicts."""
         ns = as_namespace(namespace)
         return [commit_info(v.commit) for v in self.memory.history(ns, key, self.tree.get_head())[:limit]]
+
+    def export_namespace(self, namespace: str, output_path: str | os.PathLike[str]) -> None:
+        """Write the namespace's items at the checkout (up to 1,000, as memoir) to a JSON file:
+        ``{"namespace", "timestamp", "memories": {path: value}}``."""
+        memories = {path: data for _, path, data in self.search((namespace,), limit=1000)}
+        document = {"namespace": namespace, "timestamp": time.time(), "memories": memories}
+        Path(output_path).write_text(json.dumps(document, indent=2), encoding="utf-8")
 
     # -- writes (on the checked-out branch) --------------------------------------------------------------------
 
