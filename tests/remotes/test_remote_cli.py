@@ -56,10 +56,12 @@ def test_cli_backup_create_list_verify_restore_prune(tmp_path: Path) -> None:
     assert code == 0 and shown.count(": ok") == 2, shown
     target = tmp_path / "restored"
     code, shown = _run(a, "backup", "restore", "first", "--to", str(target), "--dry-run", "--remote", "backups")
-    assert code == 0 and "dry run" in shown and "heads/main: (new)" in shown, shown
+    assert code == 0 and "dry run" in shown and "heads/main: (new store) -> " in shown, shown
     assert not target.exists()
+    planned = [line for line in shown.splitlines() if "dry run" not in line]
     code, shown = _run(a, "backup", "restore", "first", "--to", str(target), "--remote", "backups")
     assert code == 0 and "ok" in shown, shown
+    assert shown.splitlines()[: len(planned)] == planned  # one plan: the dry run prints what the restore does
     assert _run(target, "get", "notes", "k2")[0] != 0 and _run(target, "get", "notes", "k1")[0] == 0
     code, shown = _run(a, "backup", "prune", "--keep-last", "1", "--remote", "backups")
     assert code == 0 and "removed 1 backup (first)" in shown

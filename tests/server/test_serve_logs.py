@@ -51,6 +51,20 @@ def test_serve_shows_the_writers_runs_at_its_log_level(tmp_path: Path, servers: 
     assert "writer run" not in out  # stdout is uvicorn's access log, never engram's lines
 
 
+@pytest.mark.slow
+def test_serve_shows_each_scheduled_backup_at_info(tmp_path: Path, servers: list[Server]) -> None:
+    remote = f"dir://{tmp_path / 'backups'}"
+    server = Server(tmp_path / "store", "--log-level", "info", "--backup-every", "24h", "--backup-remote", remote)
+    servers.append(server)
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        put = http.put("/v1/items", json={"namespace": ["n"], "key": "k", "value": {"text": "backed up"}})
+        assert put.status_code == 200, put.text
+    code, _out, err = server.stop()
+    assert code == 0, err
+    assert any("engram.backup" in line and "backups every 86400 s" in line for line in err.splitlines()), err
+    assert any("engram.backup" in line and "scheduled backup" in line for line in err.splitlines()), err
+
+
 def test_engram_writer_logs_to_stderr_at_its_log_level(tmp_path: Path) -> None:
     base = ["--store", str(tmp_path / "store"), "--embedder", "hashing", "--vector-cache", "none", "writer"]
     for level, shown in (("info", True), ("warning", False)):

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from engram.backends import MemoryChunkStore, MemoryRefStore
 from engram.cli._common import counter, emit, err, friendly, locate, opened_url, out, plural, store_of, when
+from engram.hashing import ChunkId
 from engram.ops import backup as backups
 from engram.ops.metrics import write_textfile
 from engram.ops.remotes import Remote, RemoteConfig, TransferReport, open_remote, remote_config
@@ -277,8 +278,9 @@ def backup_restore(ctx: click.Context, name: str, to: str, dry_run: bool, force:
     _, source = _remote(ctx, remote_name)
     chosen = backups.get_backup(source, name)
     path = local_file(to)
-    if dry_run and path is not None and not path.exists():  # plan against an empty store: create nothing
+    if dry_run and path is not None and not path.exists():  # plan against what opening would create: nothing written
         target = Repository(MemoryChunkStore(), MemoryRefStore())
+        target.init()
     else:
         target = open_repository(to)
     plan = backups.plan_restore(source, chosen, target)
@@ -286,7 +288,7 @@ def backup_restore(ctx: click.Context, name: str, to: str, dry_run: bool, force:
     out.print(f"backup {escape(chosen.name)} ({when(chosen.time)}): {items}, {plural(plan.commits, 'commit')}; "
               f"{copying} ({_size(plan.bytes)}) to copy")  # fmt: skip
     for ref, (old, new) in plan.changes.items():
-        change = "unchanged" if old == new else f"{old.hex()[:10] if old else '(new)'} -> {new.hex()[:10]}"
+        change = "unchanged" if old == new else f"{_was(target, old)} -> {new.hex()[:10]}"
         out.print(f"  {escape(ref)}: {change}")
     if dry_run:
         out.print("dry run: nothing written")
@@ -299,6 +301,19 @@ def backup_restore(ctx: click.Context, name: str, to: str, dry_run: bool, force:
               f"[red]{len(fsck.missing)} missing, {len(fsck.corrupt)} corrupt[/red]"))  # fmt: skip
     if not fsck.ok:
         sys.exit(2)
+
+
+def _was(target: Repository, old: ChunkId | None) -> str:
+    """A ref's value before a restore, as the plan shows it: a new store's first commit is ``(new store)``, the
+    same in a dry run (planned against the store opening would create) and in the real run."""
+    if old is None:
+        return "(new)"
+    commit = target.commit(old)
+    return (
+        "(new store)"
+        if not commit.parents and commit.message == "init" and old == target.head("main")
+        else old.hex()[:10]
+    )
 
 
 @backup.command(name="prune")
