@@ -118,6 +118,6 @@ async def run(text: str, store: str) -> tuple[dict[str, Any], Record, ClaudeSlac
         "create_pattern_from_cluster": lambda c: create_pattern_from_cluster(api, c, record),
         "seed_history": seed_history,
     }  # fmt: skip
-    exec(compile(program(text), str(SEED), "exec"), namespace)  # noqa: S102 - the seed document's code, on purpose
+    exec(compile(program(text), str(SEED), "exec"), namespace)  # the seed document's code, on purpose
     found: dict[str, Any] = await namespace["tutorial"]()
     return found, record, api

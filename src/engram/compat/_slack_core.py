@@ -65,7 +65,8 @@ class SlackCore:
             try:
                 self.hub.create_project(project)
             except ChannelExistsError:
-                pass  # another caller registered it in the meantime: it exists, which is all this asks
+                if project not in self.hub.projects():  # it was not a concurrent registration after all
+                    raise
 
     def _agent(self, name: Any, project: str | None, *, register: bool) -> Actor:
         """The actor of agent ``name``; registered first (in ``project``) when ``register`` and it is unknown."""
@@ -80,7 +81,8 @@ class SlackCore:
         try:
             self.hub.register_agent(name, project=project)
         except ChannelExistsError:
-            pass  # registered by a concurrent call: act as it
+            if name not in {a.id for a in self.hub.agents()}:  # it was not a concurrent registration after all
+                raise
         return self.hub.as_agent(name)
 
     def actor(self, name: Any, project: str | None = None) -> Actor:
@@ -152,7 +154,8 @@ class SlackCore:
     def join_channel(self, agent_name: str, project: str | None, channel_id: str) -> bool:
         """Join a channel; False when the agent may not (a private channel, or out of its scope)."""
         me = self.actor(agent_name, project)
-        found = self.channel_of(me, channel_id)
+        ref = shapes.channel_ref(channel_id, me.agent.project or self.project)
+        found = self.hub.channel(ref) if ":" in ref else me.resolve(ref)  # a private channel exists, unjoinable
         if me.member(found) is not None:
             return True
         if found.kind != "channel" or found.access == "private" or not me.in_scope(found):
@@ -270,8 +273,10 @@ class SlackCore:
                     return found
         raise MessageNotFoundError(f"no message {message_id!r}")
 
-    def get_messages(self, channel_ids: Sequence[str] | None, sender_ids: Sequence[str] | None,
-                     message_ids: Sequence[str] | None, limit: int, since: datetime | str | None) -> list[Message]:  # fmt: skip
+    def get_messages(
+        self, channel_ids: Sequence[str] | None, sender_ids: Sequence[str] | None, message_ids: Sequence[str] | None,
+        limit: int, since: datetime | str | None,
+    ) -> list[Message]:  # fmt: skip
         """Messages, newest first, with no permission check (claude-slack's administrative read)."""
         if message_ids is not None:
             wanted = shapes.strings(message_ids, "message_ids") or []
