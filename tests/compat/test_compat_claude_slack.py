@@ -41,9 +41,6 @@ def api(tmp_path: Path) -> ClaudeSlackAPI:
     return ClaudeSlackAPI(db_path=str(tmp_path / "slack.db"), embedder="hashing")
 
 
-# ---------------------------------------------------------------------------------------------------- the tutorial
-
-
 @pytest.fixture
 def seed() -> str:
     if not tutorial.SEED.is_file():
@@ -79,11 +76,13 @@ def test_the_tutorial_runs_unchanged(seed: str, tmp_path: Path, capsys: pytest.C
     newest = r["notes"][0]
     assert [n["content"] for n in r["notes"]] == ["Error Pattern: Redis service not running",
                                                   "Error Pattern: Redis container stopped"]  # fmt: skip
-    assert NOTE_KEYS <= set(newest) and newest["confidence"] == 0.9
+    assert set(newest) >= NOTE_KEYS and newest["confidence"] == 0.9
     assert newest["tags"] == ["error-pattern", "debugged", "proven-fix"]
-    assert newest["breadcrumbs"] == {"error_type": "ConnectionRefusedError", "root_cause": "Redis service not running",
-                                     "symptoms": ["Connection refused", "Errno 111"], "fix_pattern": fix,
-                                     "files": ["app.py"], "prevention": ["Add Redis health check on startup"]}  # fmt: skip
+    assert newest["breadcrumbs"] == {
+        "error_type": "ConnectionRefusedError", "root_cause": "Redis service not running", "fix_pattern": fix,
+        "symptoms": ["Connection refused", "Errno 111"], "files": ["app.py"],
+        "prevention": ["Add Redis health check on startup"],
+    }  # fmt: skip
     # a second, similar error now gets the solution just documented, from the pattern library
     assert [s["solution"] for s in r["again"]] == [fix, tutorial.PAST_SOLUTION]
     assert all(s["type"] == "known_pattern" and s["confidence"] == 0.9 for s in r["again"])
@@ -118,9 +117,6 @@ def test_the_tutorial_blocks_are_read_not_copied(seed: str) -> None:
         assert [line for line in code if line in text] == []
 
 
-# ---------------------------------------------------------------------------------------------------- messages
-
-
 def test_send_message_shape_confidence_and_auto_registration(api: ClaudeSlackAPI) -> None:
     async def scenario() -> tuple[Any, ...]:
         cid = await api.create_channel(name="debugging", scope="project", description="bugs")
@@ -131,7 +127,7 @@ def test_send_message_shape_confidence_and_auto_registration(api: ClaudeSlackAPI
 
     cid, first, second, one, two = run(scenario())
     assert (cid, first, second) == ("proj:debugging", "proj:debugging#1", "proj:debugging#2")
-    assert MESSAGE_KEYS <= set(one)
+    assert set(one) >= MESSAGE_KEYS
     assert (one["channel_id"], one["sender_id"], one["content"]) == ("proj:debugging", "alice", "db down")
     assert one["confidence"] == 0.8 and one["metadata"] == {"type": "debug_start", "confidence": 0.8}
     assert two["confidence"] == 0.5  # engram's neutral value when none is given
@@ -219,9 +215,6 @@ def test_direct_messages(api: ClaudeSlackAPI) -> None:
 
     dm, bob, eve = run(scenario())
     assert dm == "dm:alice+bob#1" and bob == [dm] and eve == []
-
-
-# ---------------------------------------------------------------------------------------------------- search
 
 
 def _sessions(api: ClaudeSlackAPI) -> None:
@@ -314,9 +307,6 @@ def test_search_agent_messages_is_scoped(api: ClaudeSlackAPI) -> None:
     assert _ids(run(api.search_agent_messages(agent_name="shopper", agent_project_id="shop"))) == ["shop:other#1"]
 
 
-# ---------------------------------------------------------------------------------------------------- notes
-
-
 def test_notes(api: ClaudeSlackAPI) -> None:
     async def scenario() -> dict[str, Any]:
         a = await api.write_note(agent_name="alice", content="redis needs a health check", tags=["redis"],
@@ -341,7 +331,7 @@ def test_notes(api: ClaudeSlackAPI) -> None:
     assert r["ids"] == ("notes:alice#1", "notes:alice#2")
     assert _ids(r["any"]) == ["notes:alice#1", "notes:alice#2"]  # several tags match any of them
     top = r["query"][0]
-    assert NOTE_KEYS <= set(top) and top["id"] == "notes:alice#1"
+    assert set(top) >= NOTE_KEYS and top["id"] == "notes:alice#1"
     assert top["breadcrumbs"] == {"files": ["app.py"], "fix": "healthcheck"} and top["confidence"] == 0.9
     assert top["metadata"]["type"] == "note" and top["session_context"] == "s1" and top["tags"] == ["redis"]
     assert [n["content"] for n in r["agent"]] == ["lunch at noon"]
@@ -352,9 +342,6 @@ def test_notes(api: ClaudeSlackAPI) -> None:
     assert [n["id"] for n in r["peek"]][:1] == ["notes:alice#1"]
     peeks = [e for e in api.channels.read_events(0, limit=500) if e.topic == "note.peeked"]
     assert [e.actor for e in peeks] == ["bob"]
-
-
-# ---------------------------------------------------------------------------------------------------- edits, agents
 
 
 def test_update_and_delete_message(api: ClaudeSlackAPI) -> None:

@@ -44,8 +44,6 @@ class SlackCore:
         self._lock = threading.Lock()
         self._ready = False
 
-    # ------------------------------------------------------------------ setup and agents
-
     def setup(self) -> None:
         """Make what a claude-slack installation starts with: the default project and the default ``global:general``
         channel every agent joins. Idempotent; runs before the first call."""
@@ -106,8 +104,6 @@ class SlackCore:
             self.hub.register_agent(name, project=project_id, description=description or "", **fields)
             me = self.hub.as_agent(name)
         me.update_profile(description=description or me.agent.description, status=status, **fields)
-
-    # ------------------------------------------------------------------ channels
 
     def channel_of(self, me: Actor, channel_id: str) -> Channel:
         """The channel a claude-slack channel id names, as ``me`` sees it."""
@@ -209,8 +205,6 @@ class SlackCore:
             out.append(entry)
         return out
 
-    # ------------------------------------------------------------------ messages
-
     def send(
         self, channel_id: str, sender: str, content: str, project: str | None, metadata: Mapping[str, Any] | None,
         thread_id: str | None,
@@ -300,8 +294,6 @@ class SlackCore:
         found = self.find(message_id)
         self.hub.as_agent(agent_name or found.sender).delete(message_id)
         return True
-
-    # ------------------------------------------------------------------ notes
 
     def write_note(
         self, agent_name: str, content: str, project: str | None, session_context: Any, tags: Sequence[str] | None,

@@ -63,8 +63,6 @@ class ClaudeSlackAPI:
     async def close(self) -> None:
         """Nothing to close: the engram store belongs to its opener (``engram.open`` handles are shared)."""
 
-    # ------------------------------------------------------------------ messages
-
     async def send_message(
         self, channel_id: str, sender_id: str, content: str, sender_project_id: str | None = None,
         metadata: Mapping[str, Any] | None = None, thread_id: str | None = None,
@@ -158,8 +156,6 @@ class ClaudeSlackAPI:
         """Delete a message (as its sender, or a manager of its channel): soft, its versions stay in history."""
         return await self._run(self._core.delete, message_id, agent_name)
 
-    # ------------------------------------------------------------------ channels and agents
-
     async def create_channel(
         self, name: str, scope: str = "global", access_type: str = "open", project_id: str | None = None,
         description: str | None = None, created_by: str | None = None, created_by_project_id: str | None = None,
@@ -199,8 +195,6 @@ class ClaudeSlackAPI:
     ) -> None:  # fmt: skip
         """Register an agent (global when ``project_id`` is None), or update one that exists."""
         await self._run(self._core.register_agent, name, project_id, description, dm_policy, discoverable, status)
-
-    # ------------------------------------------------------------------ notes
 
     async def write_note(
         self, agent_name: str, content: str, agent_project_id: str | None = None, session_context: Any = None,
