@@ -262,8 +262,14 @@ def test_search_metadata_filters(api: ClaudeSlackAPI) -> None:
         "proj:debugging#2", "proj:debugging#3"]  # fmt: skip
     assert _ids(run(s(message_type="debug_start", channel_ids=["proj:debugging"]))) == [
         "proj:debugging#1", "proj:debugging#4"]  # fmt: skip
+    resolved = {"resolution.fix": {"$not_contains": "fix 1"}, "resolution": {"$null": False}}
+    assert _ids(run(s(metadata_filters=resolved))) == ["proj:debugging#3", "proj:debugging#4"]
+    assert _ids(run(s(metadata_filters={"resolution": {"$empty": True}, "n": {"$exists": True}}))) == [
+        "proj:debugging#1"]  # fmt: skip
     with pytest.raises(InvalidFilterError):
         run(s(metadata_filters={"n": {"$bogus": 1}}))
+    with pytest.raises(InvalidFilterError):
+        run(s(metadata_filters={"n": {"$null": "yes"}}))
     with pytest.raises(InvalidFilterError):
         run(s(metadata_filters=["type"]))  # type: ignore[arg-type]
 

@@ -260,11 +260,16 @@ class SlackCore:
         if not isinstance(message_id, str) or "#" not in message_id:
             raise MessageNotFoundError(f"no message {message_id!r}")
         self.setup()
-        channel = self.hub.channel(message_id.rpartition("#")[0])
-        for kind in ("message", "note"):
-            for found in search.run(self.hub, kind, [channel.id], limit=max(channel.count, 1)):
-                if found.id == message_id:
-                    return found
+        cid, _, number = message_id.rpartition("#")
+        channel = self.hub.channel(cid)
+        if not number.isdigit():
+            raise MessageNotFoundError(f"no message {message_id!r}")
+        # newest first: message n is among the channel's newest count - n + 1 (a few more for equal send times)
+        newer = max(channel.count - int(number), 0) + 8
+        kind = "note" if channel.kind == "notes" else "message"
+        for found in search.run(self.hub, kind, [channel.id], limit=newer):
+            if found.id == message_id:
+                return found
         raise MessageNotFoundError(f"no message {message_id!r}")
 
     def get_messages(

@@ -54,8 +54,29 @@ def metadata_filter(spec: Any) -> dict[str, Any] | None:
             if not isinstance(value, list):
                 raise InvalidFilterError(f"{key} takes a list of filters, got {value!r}")
             out[key] = [metadata_filter(part) for part in value]
+        elif isinstance(value, Mapping) and not key.startswith("$"):
+            out[key] = _operators(key, value)
         else:
             out[key] = value
+    return out
+
+
+def _operators(field: str, ops: Mapping[str, Any]) -> dict[str, Any]:
+    """One field's condition with claude-slack's own operators written in engram's: ``$not_contains`` as
+    ``$not: {$contains}``, ``$null: true|false`` as ``$eq|$ne: None``, ``$empty: true|false`` as "missing, null, ``""``
+    or ``[]``" (or not). Its other operators are engram's too; an unknown one is an :class:`InvalidFilterError`."""
+    out: dict[str, Any] = {}
+    for op, arg in ops.items():
+        if op in ("$null", "$empty") and not isinstance(arg, bool):
+            raise InvalidFilterError(f"{op} on {field!r} requires a boolean, got {arg!r}")
+        if op == "$not_contains":
+            out["$not"] = {"$contains": arg}
+        elif op == "$null":
+            out["$eq" if arg else "$ne"] = None
+        elif op == "$empty":
+            out["$in" if arg else "$nin"] = [None, "", []]
+        else:
+            out[op] = arg
     return out
 
 
