@@ -10,7 +10,7 @@ from conftest import Cluster
 import engram
 from engram import clock
 from engram.errors import InvalidInputError, RefNotFoundError
-from engram.ops.shards import RoutedMemory, by_hash, by_month, by_type
+from engram.ops.shards import RoutedMemory, by_hash, by_month, by_time, by_type
 from engram.ops.shards.routing import RoutingRule
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
@@ -123,6 +123,46 @@ def test_month_key_is_utc_month_of_creation() -> None:
     assert rule.key(("a",), "k", int(when.timestamp() * 1000)) == "2026-03"
     assert rule.key(("a",), "k", int((when + timedelta(hours=1)).timestamp() * 1000)) == "2026-04"
     assert by_type().key(("a b.c",), "k", 0).startswith("t")  # unsafe labels become a hash
+
+
+def test_time_keys_by_period_and_by_the_items_own_time() -> None:
+    when = datetime(2026, 11, 28, 23, 30, tzinfo=UTC)
+    ms = int(when.timestamp() * 1000)
+    assert [by_time(period).key(("a",), "k", ms) for period in ("day", "week", "month")] == [
+        "2026-11-28", "2026-W48", "2026-11",
+    ]  # fmt: skip
+    assert by_time("week").key(("a",), "k", int(datetime(2027, 1, 1, tzinfo=UTC).timestamp() * 1000)) == "2026-W53"
+    event = by_time("day", field="event.at")
+    assert event.key(("a",), "k", ms, {"event": {"at": "2026-03-01T10:00:00Z"}}) == "2026-03-01"
+    assert event.key(("a",), "k", ms, {"event": {"at": "2026-03-01T23:30:00-05:00"}}) == "2026-03-02"  # in UTC
+    assert event.key(("a",), "k", ms, {"event": {"at": 1_772_000_000}}) == "2026-02-25"  # Unix seconds
+    assert event.key(("a",), "k", ms, {"event": {"at": 1_772_000_000_000}}) == "2026-02-25"  # milliseconds
+    for bad in ({}, {"event": {"at": "yesterday"}}, {"event": "x"}, {"event": {"at": True}}):
+        with pytest.raises(InvalidInputError, match=r"event\.at"):
+            event.key(("a",), "k", ms, bad)
+    with pytest.raises(InvalidInputError, match="period"):
+        by_time("quarter")
+    with pytest.raises(InvalidInputError, match="field"):
+        by_time("day", field="")
+    assert not event.addressed and not by_time().addressed
+
+
+def test_by_time_of_an_item_field_routes_by_event_time(cluster: Cluster) -> None:
+    routed = RoutedMemory(cluster.router, "events", by_time("day", field="at"), embedder="hashing")
+    try:
+        routed.put(("logs",), "a", {"text": "deploy started", "at": "2026-11-01T09:00:00Z"})
+        routed.put(("logs",), "b", {"text": "deploy failed", "at": "2026-11-02T09:00:00Z"})
+        routed.put(("logs",), "c", {"text": "rollback", "at": "2026-11-02T10:00:00Z"})
+        assert routed.routing_keys() == ["2026-11-01", "2026-11-02"]
+        assert [i.key for i in routed.memory("2026-11-02").search(("logs",))] == ["c", "b"]
+        routed.put(("logs",), "a", {"text": "deploy started (edited)", "at": "2026-11-05T09:00:00Z"})
+        assert routed.routing_keys() == ["2026-11-01", "2026-11-02"]  # an existing item stays where it is
+        assert routed.get(("logs",), "a").value["text"] == "deploy started (edited)"  # type: ignore[union-attr]
+        with pytest.raises(InvalidInputError, match="'at'"):
+            routed.put(("logs",), "d", {"text": "no time"})
+        assert routed.get(("logs",), "d") is None
+    finally:
+        routed.close()
 
 
 def test_a_routing_key_repository_moves_like_a_tenant(cluster: Cluster) -> None:

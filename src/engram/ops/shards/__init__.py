@@ -28,7 +28,7 @@ from engram.ops.shards.moves import (
     set_weight,
 )
 from engram.ops.shards.router import GatedRefStore, ShardRouter, sharded_opener
-from engram.ops.shards.routing import RoutedMemory, RoutedView, RoutingRule, by_hash, by_month, by_type
+from engram.ops.shards.routing import RoutedMemory, RoutedView, RoutingRule, by_hash, by_month, by_time, by_type
 
 __all__ = [
     "STATUSES",
@@ -46,6 +46,7 @@ __all__ = [
     "all_tenants",
     "by_hash",
     "by_month",
+    "by_time",
     "by_type",
     "collect",
     "leftovers",

@@ -55,23 +55,39 @@ _SAFE = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 WORKERS = 8
 
 
+#: Periods a time rule partitions by, and the routing key each gives (UTC): ``2026-11-28``, ``2026-W48``, ``2026-11``.
+PERIODS = ("day", "week", "month")
+
+
 @dataclass(frozen=True, slots=True)
 class RoutingRule:
-    """How items map to routing keys: ``kind`` is ``type`` (namespace label ``level``), ``month`` (of
-    ``created_at``, UTC) or ``hash`` (of namespace and key, into ``buckets`` keys)."""
+    """How items map to routing keys: ``kind`` is ``type`` (namespace label ``level``), ``time`` (the ``period``
+    of a time, UTC: the item's ``field`` when given, else when it was created), ``month`` (``time`` by month of
+    creation, the older spelling) or ``hash`` (of namespace and key, into ``buckets`` keys)."""
 
     kind: str
     level: int = 0
     buckets: int = 16
+    period: str = "month"
+    field: str | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in ("type", "month", "hash"):
-            raise InvalidInputError(f"unknown routing rule {self.kind!r}: use type, month or hash")
+        if self.kind not in ("type", "time", "month", "hash"):
+            raise InvalidInputError(f"unknown routing rule {self.kind!r}: use type, time, month or hash")
         if self.level < 0 or self.buckets < 1:
             raise InvalidInputError("a routing rule's level is >= 0 and its buckets >= 1")
+        if self.period not in PERIODS:
+            raise InvalidInputError(f"unknown period {self.period!r}: use day, week or month")
+        if self.field is not None and (not isinstance(self.field, str) or not self.field.strip(".")):
+            raise InvalidInputError(f"a routing field is a dotted path into the item's value, not {self.field!r}")
 
-    def key(self, namespace: Sequence[str], key: str, created_ms: int) -> str:
-        """The routing key of an item (``created_ms``: when it was, or will be, created)."""
+    def key(self, namespace: Sequence[str], key: str, created_ms: int, value: Mapping[str, Any] | None = None) -> str:
+        """The routing key of an item (``created_ms``: when it was, or will be, created; ``value``: the item's
+        value, which a rule with a ``field`` reads its time from).
+
+        Raises:
+            InvalidInputError: the rule routes by a field the value lacks, or holds no time in.
+        """
         if self.kind == "type":
             if len(namespace) <= self.level:
                 raise InvalidInputError(
@@ -79,8 +95,11 @@ class RoutingRule:
                 )
             label = namespace[self.level]
             return label if _SAFE.match(label) else "t" + hashlib.blake2b(label.encode(), digest_size=6).hexdigest()
-        if self.kind == "month":
-            return datetime.fromtimestamp(created_ms / 1000, UTC).strftime("%Y-%m")
+        if self.kind in ("time", "month"):
+            when = (
+                datetime.fromtimestamp(created_ms / 1000, UTC) if self.field is None else _field_time(self.field, value)
+            )
+            return _period_key(when, self.period if self.kind == "time" else "month")
         digest = hashlib.blake2b(codec.encode_key(tuple(namespace), key), digest_size=8).digest()
         return f"h{int.from_bytes(digest, 'big') % self.buckets:03d}"
 
@@ -93,7 +112,38 @@ class RoutingRule:
     @property
     def addressed(self) -> bool:
         """True when an item's address (namespace, key) alone gives its routing key."""
-        return self.kind != "month"
+        return self.kind in ("type", "hash")
+
+
+def _period_key(when: datetime, period: str) -> str:
+    if period == "day":
+        return when.strftime("%Y-%m-%d")
+    if period == "week":
+        year, week, _ = when.isocalendar()
+        return f"{year}-W{week:02d}"
+    return when.strftime("%Y-%m")
+
+
+def _field_time(field: str, value: Mapping[str, Any] | None) -> datetime:
+    """The time at dotted path ``field`` of ``value``: an ISO 8601 string (UTC unless it says otherwise) or Unix
+    time in seconds (a number; above 1e11 it is read as milliseconds)."""
+    found: Any = value
+    for part in field.split("."):
+        found = found.get(part) if isinstance(found, Mapping) else None
+    try:
+        if isinstance(found, bool) or found is None:
+            raise ValueError("missing")
+        if isinstance(found, int | float):
+            when = datetime.fromtimestamp(found / 1000 if abs(found) > 1e11 else found, UTC)
+        else:
+            when = datetime.fromisoformat(str(found).replace("Z", "+00:00"))
+            when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+    except (ValueError, OverflowError, OSError):
+        raise InvalidInputError(
+            f"routing by time of field {field!r} needs the item to hold a time there (ISO 8601 or Unix seconds), "
+            f"got {found!r}"
+        ) from None
+    return when
 
 
 def by_type(level: int = 0) -> RoutingRule:
@@ -101,8 +151,15 @@ def by_type(level: int = 0) -> RoutingRule:
     return RoutingRule("type", level=level)
 
 
+def by_time(period: str = "month", field: str | None = None) -> RoutingRule:
+    """Route by time, one repository per ``period`` (``day``: ``2026-11-28``, ``week``: ``2026-W48`` (ISO),
+    ``month``: ``2026-11``; UTC): the time the item's value holds at ``field`` (a dotted path to an ISO 8601
+    string or Unix seconds: the event's own time), or, without a field, when the item was created."""
+    return RoutingRule("time", period=period, field=field)
+
+
 def by_month() -> RoutingRule:
-    """Route by the month an item was created in (UTC): ``2026-11``."""
+    """Route by the month an item was created in (UTC): ``2026-11`` (``by_time("month")``)."""
     return RoutingRule("month")
 
 
@@ -244,12 +301,12 @@ class RoutedMemory(_Reads):
         known = set(self.routing_keys()) if only is not None else set(keys)
         return {key: self.memory(key) for key in keys if key in known}
 
-    def _writer(self, namespace: Sequence[str], key: str) -> Memory:
+    def _writer(self, namespace: Sequence[str], key: str, value: Mapping[str, Any] | None = None) -> Memory:
         if self.rule.addressed:
             routing = self.rule.key(namespace, key, 0)
-        else:  # by month: an existing item stays in the repository of the month it was created in
+        else:  # by time: an existing item stays in the repository of the period it was first routed to
             holders = [k for k, r in self._readers().items() if r.get(namespace, key) is not None]
-            routing = holders[0] if holders else self.rule.key(namespace, key, now_ms())
+            routing = holders[0] if holders else self.rule.key(namespace, key, now_ms(), value)
         if routing not in self._known:
             self.router.catalog.add_routing_key(self.tenant, routing)
             self._known.add(routing)
@@ -257,7 +314,7 @@ class RoutedMemory(_Reads):
 
     def put(self, namespace: Sequence[str], key: str, value: Mapping[str, Any], **options: Any) -> Commit:
         """Store an item in its routing key's repository (one commit there); ``options`` as :meth:`Memory.put`."""
-        return self._writer(namespace, key).put(namespace, key, value, **options)
+        return self._writer(namespace, key, value).put(namespace, key, value, **options)
 
     def delete(self, namespace: Sequence[str], key: str, **options: Any) -> Commit | None:
         """Delete an item from the repository holding it (None: no repository holds it)."""
@@ -319,4 +376,15 @@ class RoutedView(_Reads):
         return {only: self.views[only]} if only in self.views else {}
 
 
-__all__ = ["WORKERS", "RoutedMemory", "RoutedView", "RoutingRule", "by_hash", "by_month", "by_type", "merge"]
+__all__ = [
+    "PERIODS",
+    "WORKERS",
+    "RoutedMemory",
+    "RoutedView",
+    "RoutingRule",
+    "by_hash",
+    "by_month",
+    "by_time",
+    "by_type",
+    "merge",
+]
