@@ -46,6 +46,7 @@ __all__ = [
     "breaker",
     "configure",
     "forget",
+    "is_registered",
     "register",
     "remove_listener",
     "retry_call",
@@ -248,6 +249,13 @@ class CircuitBreaker:
         if old != new or old == "half_open":
             _notify(self.name, old, new)
 
+    def probe_now(self) -> None:
+        """The dependency seems back (something saw it answer): let the next caller probe at once instead of at
+        the end of the window."""
+        with self._lock:
+            if self._until is not None and not self._probing:
+                self._until = min(self._until, self._clock())
+
     def release_probe(self) -> None:
         """The probe ended without saying whether the dependency answered: the next caller probes."""
         with self._lock:
@@ -307,6 +315,12 @@ def register(found: CircuitBreaker) -> CircuitBreaker:
     live breaker gets a ``#2``, ``#3`` ... suffix). Returns the breaker."""
     with _LOCK:
         return _register(found)
+
+
+def is_registered(found: CircuitBreaker) -> bool:
+    """Whether ``found`` is shown by :func:`snapshot` (its client has not closed it)."""
+    with _LOCK:
+        return _REGISTRY.get(found.name) is found
 
 
 def unregister(found: CircuitBreaker) -> None:

@@ -20,6 +20,9 @@ import pytest
 from fastapi.testclient import TestClient
 from services import unavailable
 
+import engram
+from engram import breakers
+from engram.errors import UnavailableError
 from engram.server import ServerConfig, create_app
 from engram.store import tenant_url
 
@@ -115,3 +118,36 @@ def test_outage_readyz_and_requests_fail_fast_then_recover(postgres: PrivatePost
         assert client.get("/readyz").status_code == 200
         got = client.get("/store/items", params={"namespace": "a", "key": "k"})
         assert got.status_code == 200 and got.json()["value"] == {"v": 2}
+
+
+def test_outage_requests_succeed_soon_after_the_database_is_back_not_at_the_windows_end(
+    postgres: PrivatePostgres,
+) -> None:
+    """An open breaker watches the database: once it accepts connections again, the next request probes, even
+    with a 30 s window (the test would take 30 s without the watch)."""
+    window = breakers.DEFAULTS["postgresql"].reset_timeout
+    breakers.configure("postgresql", reset_timeout=30.0)
+    mem = engram.open(tenant_url(postgres.url, "t" + uuid.uuid4().hex[:16]), embedder=None)
+    try:
+        mem.put(("a",), "k", {"v": 1})
+        postgres.stop()
+        try:
+            for n in range(3):
+                with pytest.raises(UnavailableError):
+                    mem.put(("a",), "k", {"v": 10 + n})
+            opened = [v for n, v in breakers.snapshot().items() if n.startswith("postgresql:") and v["state"] == "open"]
+            assert any(v["retry_in"] > 20 for v in opened), opened  # failing fast for the 30 s window
+        finally:
+            postgres.start()
+        back = time.monotonic()
+        while True:
+            try:
+                mem.put(("a",), "k", {"v": 2})
+                break
+            except UnavailableError:
+                assert time.monotonic() - back < 15, "requests kept failing until the window's end"
+                time.sleep(0.1)
+        assert mem.get(("a",), "k").value == {"v": 2}  # type: ignore[union-attr]
+    finally:
+        mem.close()
+        breakers.configure("postgresql", reset_timeout=window)

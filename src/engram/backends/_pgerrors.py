@@ -6,11 +6,13 @@ Private to :mod:`engram.backends.postgres` (which re-exports :func:`translate_er
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from engram.breakers import DEFAULTS, CircuitBreaker, register
+from engram.breakers import DEFAULTS, CircuitBreaker, is_registered, register
 from engram.errors import ConfigError, EngramError, InvalidInputError, StorageError, UnavailableError
 
 
@@ -101,6 +103,11 @@ def translated(context: str = "PostgreSQL") -> Iterator[None]:
         raise translate_error(exc, context) from exc
 
 
+#: Seconds between the connection attempts of an open breaker's watcher, and the connect timeout of each.
+WATCH_EVERY = 0.25
+WATCH_TIMEOUT = 2
+
+
 class Breaker(CircuitBreaker):
     """PostgreSQL's circuit breaker: an :class:`engram.breakers.CircuitBreaker` (shown by
     :func:`engram.breakers.snapshot` as ``postgresql:<host>:<port>/<database>``) that opens on the first lost
@@ -109,12 +116,16 @@ class Breaker(CircuitBreaker):
     When a connection breaks, the breaker goes half-open at once: the next caller (the probe) asks for
     a fresh connection while the others fail fast. When the probe (or any caller) cannot get one, the
     breaker opens: every caller fails fast for ``window`` seconds, then it is half-open again. Any
-    answer from the database closes it.
+    answer from the database closes it. Given the database's ``url``, an open breaker also watches the database
+    (a connection attempt every ``WATCH_EVERY`` seconds, in a thread of its own) and lets the next caller probe as
+    soon as the database accepts a connection, before the window ends.
     """
 
-    def __init__(self, window: float | None, name: str = "postgresql") -> None:
+    def __init__(self, window: float | None, name: str = "postgresql", url: str | None = None) -> None:
         window = DEFAULTS["postgresql"].reset_timeout if window is None else window
         super().__init__(name, failure_threshold=1, reset_timeout=window, label="PostgreSQL")
+        self._url = url
+        self._watching = threading.Lock()
         register(self)
 
     def admit(self) -> bool:
@@ -125,6 +136,26 @@ class Breaker(CircuitBreaker):
         """The database did not answer: fail fast for the window (``suspect``: a connection broke,
         so let the next caller probe at once)."""
         self.record_failure(reason, retry_in=0.0 if suspect else None)
+        if not suspect and self._url is not None and self.is_open and self._watching.acquire(blocking=False):
+            threading.Thread(target=self._watch, name=f"engram-watch-{self.name}", daemon=True).start()
+
+    def _watch(self) -> None:
+        """While the breaker is open, try a connection of its own every ``WATCH_EVERY`` seconds; once the database
+        accepts one, let the next caller probe at once: requests succeed again a fraction of a second after the
+        database is back, not at the end of the window."""
+        psycopg, _ = psycopg_modules()
+        try:
+            while self.is_open and is_registered(self):
+                started = time.monotonic()
+                try:
+                    psycopg.connect(self._url, connect_timeout=WATCH_TIMEOUT, autocommit=True).close()
+                except Exception:  # still down (or refusing): look again soon
+                    time.sleep(max(0.0, WATCH_EVERY - (time.monotonic() - started)))
+                    continue
+                self.probe_now()
+                return
+        finally:
+            self._watching.release()
 
     def closed(self, probe: bool) -> None:
         """The database answered (``probe``: this caller was the probe)."""

@@ -129,7 +129,7 @@ class PostgresDatabase:
         self.repo = repo
         self.timeout = timeout
         self.max_size = max_size
-        self._breaker = Breaker(retry_window, dependency_name(url))
+        self._breaker = Breaker(retry_window, dependency_name(url), url)
         self._busy = [0]  # connections held by callers right now (shared by every view of this pool)
         self._busy_lock = threading.Lock()
         self._shared: tuple[str, ...] | None = None  # the registry key of a pool shared by several repositories
