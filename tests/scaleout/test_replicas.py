@@ -9,15 +9,18 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 from replica_cluster import Cluster, replica_cluster
 
 from engram.embed import HashingEmbedder
-from engram.errors import InvalidRefError
+from engram.errors import ConfigError, InvalidRefError
+from engram.ops.access import KeyRing
 from engram.server import ServerConfig, create_app
-from engram.store.replicas import ReplicatedStore, Token, open_replicated, parse_tokens
+from engram.store import tenant_url
+from engram.store.replicas import ReplicatedStore, Token, open_replicated, parse_tokens, replica_urls
 
 __all__ = ["replica_cluster"]
 
@@ -142,6 +145,36 @@ def test_replica_over_http(replica_cluster: Cluster) -> None:
         assert "Engram-Commit" not in read.headers  # reads answer who served them, not a token
 
 
+def test_replica_token_less_clients_read_their_own_writes(replica_cluster: Cluster, tmp_path: Path) -> None:
+    """LangGraph's SDK never sends the token back: the server remembers each caller's last write for a few
+    seconds, so its reads go where that write is (the primary while the standby replays 2 s late); another
+    caller's token-less read still goes to the standby. /readyz shows each replica's state and lag."""
+    keys = tmp_path / "keys.json"
+    tenant = _repo()
+    _, writer = KeyRing(keys).create(tenant, ["read", "write", "admin"])
+    _, other = KeyRing(keys).create(tenant, ["read"])
+    config = ServerConfig(store=replica_cluster.primary_url, embedder=HashingEmbedder(), keys_file=keys,
+                          replicas=(replica_cluster.replica_url,), index_delay=None, writer_extractor=None)  # fmt: skip
+    as_writer, as_other = {"Authorization": f"Bearer {writer}"}, {"Authorization": f"Bearer {other}"}
+    item = {"namespace": "notes", "key": "a"}
+    with TestClient(create_app(config)) as client:
+        assert client.get("/v1/log", headers=as_writer).status_code == 200  # the tenant's store exists
+        replica_cluster.wait_replayed()
+        put = client.put("/store/items", json={"namespace": ["notes"], "key": "a", "value": {"text": "hi"}},
+                         headers=as_writer)  # fmt: skip
+        assert put.status_code == 204, put.text
+        mine = client.get("/store/items", params=item, headers=as_writer)  # no token, as LangGraph's SDK
+        assert mine.status_code == 200 and mine.headers["Engram-Served-By"] == "primary", mine.text
+        theirs = client.get("/store/items", params=item, headers=as_other)
+        assert theirs.headers["Engram-Served-By"] == "replica"  # not this caller's write: no reason to wait
+        ready = client.get("/readyz", headers=as_writer)
+        assert ready.status_code == 200, ready.text
+        replicas = ready.json()["checks"]["replicas"]
+        assert replicas["ok"] and replicas["down"] == [], replicas
+        [status] = replicas["tenants"][tenant]
+        assert status["name"] == "replica-1" and status["up"] and "lag" in status
+
+
 def test_replica_tokens_without_replicas() -> None:
     """A server without replicas still returns tokens on writes and checks the ones reads send."""
     config = ServerConfig(store=":memory:", embedder=HashingEmbedder(), index_delay=None, writer_extractor=None)
@@ -157,9 +190,6 @@ def test_replica_tokens_without_replicas() -> None:
 
 
 def test_replica_urls_follow_each_tenant() -> None:
-    from engram.store import tenant_url
-    from engram.store.replicas import replica_urls
-
     url = "postgresql://app@primary/db?replica=postgresql://app@standby/db&replica=postgresql://app@other/db"
     derived = tenant_url(url, "acme")
     assert "repo=acme" in derived
@@ -168,7 +198,5 @@ def test_replica_urls_follow_each_tenant() -> None:
 
 
 def test_replicas_need_a_postgres_store() -> None:
-    from engram.errors import ConfigError
-
     with pytest.raises(ConfigError, match="PostgreSQL standbys"):
         create_app(ServerConfig(store=":memory:", replicas=("postgresql://app@standby/db",)))

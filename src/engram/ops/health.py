@@ -76,6 +76,7 @@ def readiness(
     timeout: float = TIMEOUT,
     remotes: Mapping[str, str] | Callable[[], Mapping[str, str]] | None = None,
     essential: Mapping[str, Callable[[], Check | None]] | None = None,
+    components: Mapping[str, Callable[[], Check | None]] | None = None,
 ) -> Readiness:
     """Check the store and every other component, answering within ``timeout`` seconds whatever they do.
 
@@ -86,7 +87,9 @@ def readiness(
     ``degraded`` (reads and writes still work: through the store, with keyword search when the embedder is
     down). ``essential`` are more checks that decide readiness like the store's (name -> a function returning
     the check's fields, raising :class:`CheckFailed` or any error when it fails; a sharded server's catalog
-    and shards, :class:`engram.ops.shards.health.ShardProbe`); one may report itself ``degraded``. The report
+    and shards, :class:`engram.ops.shards.health.ShardProbe`); one may report itself ``degraded``. ``components``
+    are more checks that do not decide it (a failing one makes the status ``degraded``: a server's read replicas).
+    The report
     is also kept for ``/metrics`` (:func:`engram.ops.metrics.record_readiness`).
     """
     deadline = time.monotonic() + timeout
@@ -158,7 +161,7 @@ def readiness(
 
     works: list[tuple[str, Callable[[], Check | None]]] = [
         ("store", store), ("cache", cache), ("embedder", embedder), ("index", index), ("remotes", remote_checks),
-        ("breakers", breakers), *(essential or {}).items(),
+        ("breakers", breakers), *(essential or {}).items(), *(components or {}).items(),
     ]  # fmt: skip
     deciding = {"store", *(essential or {})}
     running = {name: _start(owner, name, work) for name, work in works}

@@ -7,11 +7,16 @@ or ``?replica=`` in the store URL) serves it from a replica only if the replica 
 (:mod:`engram.store.replicas`), else from the primary, and says which in ``Engram-Served-By: replica|primary``.
 A read without a token goes to a healthy replica that lags at most ``replica_max_lag`` seconds. With a shard
 catalog, each shard's replicas are recorded in the catalog and serve the reads of that shard's tenants.
+
+Clients that never send a token back (LangGraph's SDK) still read their writes: the server remembers the last
+write of each caller (its API key; without keys, its address) for ``REMEMBER_SECONDS`` and treats the caller's
+token-less reads meanwhile as if they carried it.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -32,6 +37,8 @@ from engram.store.urls import is_postgres
 
 __all__ = [
     "COMMIT_HEADER",
+    "REMEMBER_MAX",
+    "REMEMBER_SECONDS",
     "REPLICA_ROUTES",
     "SERVED_BY_HEADER",
     "ConsistencyHeaders",
@@ -51,6 +58,10 @@ REPLICA_ROUTES = ("/store/", "/v1/items", "/v1/search", "/v1/namespaces", "/v1/l
                   "/v1/history", "/v1/branches", "/v1/tags")  # fmt: skip
 _TOKEN = "engram_commit"
 _SERVED = "engram_served_by"
+_WHO = "engram_writer_of"
+#: Seconds a caller's last write stands in for the token its reads do not send; callers remembered at most.
+REMEMBER_SECONDS = 10.0
+REMEMBER_MAX = 10_000
 
 
 class ReplicaRouter:
@@ -79,6 +90,26 @@ class ReplicaRouter:
                               "engram shard set-replicas NAME --replica URL (not --replica on the server)")  # fmt: skip
         self._stores: OrderedDict[str, tuple[tuple[str, ...], ReplicatedStore]] = OrderedDict()
         self._lock = threading.Lock()
+        self._written: OrderedDict[tuple[str, str], tuple[float, dict[str, Token]]] = OrderedDict()
+
+    def remember(self, caller: tuple[str, str], token: Token) -> None:
+        """Note the last write of ``caller`` (tenant, identity) on its branch, for its token-less reads."""
+        now = time.monotonic()
+        with self._lock:
+            found = self._written.pop(caller, None)
+            tokens = found[1] if found is not None and now - found[0] < REMEMBER_SECONDS else {}
+            tokens[token.branch] = token
+            self._written[caller] = (now, tokens)
+            while len(self._written) > REMEMBER_MAX:
+                self._written.popitem(last=False)
+
+    def recent(self, caller: tuple[str, str]) -> list[Token]:
+        """The tokens of ``caller``'s writes of the last ``REMEMBER_SECONDS`` (none after that)."""
+        with self._lock:
+            found = self._written.get(caller)
+            if found is None or time.monotonic() - found[0] >= REMEMBER_SECONDS:
+                return []
+            return list(found[1].values())
 
     @property
     def enabled(self) -> bool:
@@ -160,9 +191,14 @@ async def routed(request: Request, caller: Any, scope: str) -> AsyncIterator[Non
     router: ReplicaRouter | None = getattr(request.app.state, "replicas", None)
     caller.request_state = request.state
     tokens = parse_tokens(request.headers.get(COMMIT_HEADER)) if scope == "read" else []  # 422 when malformed
-    if scope != "read" or router is None or not router.enabled or not request.url.path.startswith(REPLICA_ROUTES):
+    enabled = router is not None and router.enabled
+    who = (caller.tenant, _identity(request, caller))
+    if scope != "read" and enabled:
+        setattr(request.state, _WHO, (router, who))  # note_commit remembers the write for the caller's next reads
+    if scope != "read" or router is None or not enabled or not request.url.path.startswith(REPLICA_ROUTES):
         yield
         return
+    tokens = tokens or router.recent(who)
     store, where = await run_in_threadpool(router.route, caller.tenant, caller.memory, tokens)
     if where is None:  # the tenant's shard has no replicas
         yield
@@ -180,9 +216,14 @@ async def routed(request: Request, caller: Any, scope: str) -> AsyncIterator[Non
 
 def note_commit(request_state: Any, branch: str, commit: Commit) -> str:
     """Record the token of a write (``branch@commit``) for the response header; returns it."""
-    token = str(Token(branch, commit.id))
+    made = Token(branch, commit.id)
+    token = str(made)
     if request_state is not None:
         setattr(request_state, _TOKEN, token)
+        writer = getattr(request_state, _WHO, None)
+        if writer is not None:
+            router, who = writer
+            router.remember(who, made)
     return token
 
 
@@ -194,6 +235,15 @@ async def note_written(caller: Any, branch: str, done: Any) -> None:
         except NotFoundError:
             return  # the write removed the branch: no token to give
     note_commit(caller.request_state, branch, done)
+
+
+def _identity(request: Request, caller: Any) -> str:
+    """Who a caller is for remembering its writes: its API key, else (a server without keys) its address."""
+    key_id = getattr(caller.who, "key_id", None)
+    if key_id is not None:
+        return f"key:{key_id}"
+    client = request.client
+    return f"addr:{client.host if client is not None else ''}"
 
 
 class ConsistencyHeaders:

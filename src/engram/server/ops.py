@@ -21,13 +21,14 @@ from fastapi.responses import JSONResponse
 from engram.errors import EngramError
 from engram.ops import metrics
 from engram.ops.access import LOCAL_TENANT, key_from_headers
-from engram.ops.health import TIMEOUT, Readiness, readiness
+from engram.ops.health import TIMEOUT, Check, Readiness, readiness
 from engram.ops.remotes.config import remote_config
 from engram.ops.shards.health import ShardProbe
 from engram.redaction import scrub, scrub_value
 from engram.repo import Repository
 from engram.runtime import Threads
 from engram.server import schemas as s
+from engram.server.consistency import ReplicaRouter
 from engram.server.deps import RequestKey, State
 from engram.server.errors import ErrorBody, StrictRoute, error_response
 from engram.store import Memory
@@ -45,6 +46,7 @@ class _Ops:
     by later checks instead of piling up), and the tracking of its tenants and disk for ``/metrics``."""
 
     state: State
+    replicas_router: ReplicaRouter | None = None
 
     def __post_init__(self) -> None:
         metrics.track_pool(self.state.tenants.pool)
@@ -72,13 +74,29 @@ class _Ops:
 
     def check(self, timeout: float = TIMEOUT) -> Readiness:
         """Readiness of every component, within ``timeout`` seconds."""
-        return readiness(self, timeout=timeout, remotes=self.remotes, essential=self.essential)
+        return readiness(self, timeout=timeout, remotes=self.remotes, essential=self.essential,
+                         components={"replicas": self.replicas})  # fmt: skip
+
+    def replicas(self) -> Check | None:
+        """Each read replica's state and lag (seconds behind the primary, as last probed), per tenant that read
+        from them; None without replicas. A replica that is down makes the status ``degraded``."""
+        router = self.replicas_router
+        if router is None or not router.enabled:
+            return None
+        tenants = router.status()
+        down = sorted(f"{tenant}/{found['name']}" for tenant, found_all in tenants.items() for found in found_all
+                      if not found["up"])  # fmt: skip
+        check: Check = {"ok": not down, "tenants": tenants, "down": down}
+        if down:
+            check["error"] = f"read replica(s) down: {', '.join(down)}; reads go to the primary"
+        return check
 
 
 def _ops(request: Request) -> _Ops:
     found: _Ops | None = getattr(request.app.state, "engram_ops", None)
     if found is None:
-        found = request.app.state.engram_ops = _Ops(request.app.state.engram)
+        replicas = getattr(request.app.state, "replicas", None)
+        found = request.app.state.engram_ops = _Ops(request.app.state.engram, replicas)
     return found
 
 
