@@ -1,0 +1,120 @@
+"""The importers round-trip real sources: LangGraph's SqliteStore and PostgresStore, mem0's history and vector
+store, and a claude-slack database built by its documented schema (counts, values, timestamps, history, idempotent
+re-runs, dry runs)."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.store.sqlite import SqliteStore
+
+import engram
+from engram.compat.importers import ImportSourceError, count_source, import_from
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:langgraph.*")
+
+
+def _dt(value: Any) -> datetime:
+    moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _close(a: datetime, b: datetime, ms: int = 1) -> bool:
+    return abs(a - b) <= timedelta(milliseconds=ms)
+
+
+# ---------------------------------------------------------------- LangGraph SqliteStore
+
+
+@pytest.fixture
+def langgraph_sqlite(tmp_path: Path) -> Path:
+    path = tmp_path / "langgraph.sqlite"
+    with SqliteStore.from_conn_string(str(path), ttl={"default_ttl": None, "refresh_on_read": True}) as store:
+        store.setup()
+        store.put(("users", "alice"), "prefs", {"theme": "dark", "lang": "en"})
+        store.put(("users", "alice"), "profile", {"name": "Alice", "tags": ["a", "b"]})
+        store.put(("users", "bob"), "prefs", {"theme": "light"}, ttl=60)
+        store.put(("docs",), "readme", {"text": "hello"}, index=False)
+    return path
+
+
+def _raw_rows(path: Path) -> dict[tuple[str, str], tuple[Any, ...]]:
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT prefix, key, created_at, updated_at, expires_at, ttl_minutes FROM store")
+        return {(r[0], r[1]): r[2:] for r in rows}
+
+
+def test_langgraph_sqlite_round_trips_items_timestamps_and_ttl(langgraph_sqlite: Path) -> None:
+    mem = engram.open(":memory:", embedder="hashing")
+    report = import_from("langgraph-sqlite", langgraph_sqlite, mem)
+    assert (report.seen, report.items, report.versions, report.commits, report.skipped) == (4, 4, 4, 1, 0)
+    assert mem.count() == 4
+    with SqliteStore.from_conn_string(str(langgraph_sqlite)) as store:
+        for ns, key in [(("users", "alice"), "prefs"), (("users", "alice"), "profile"), (("users", "bob"), "prefs"),
+                        (("docs",), "readme")]:  # fmt: skip
+            theirs = store.get(ns, key, refresh_ttl=False)
+            ours = mem.get(ns, key, refresh_ttl=False)
+            assert theirs is not None and ours is not None
+            assert ours.value == theirs.value
+            assert _close(ours.created_at, _dt(theirs.created_at))
+            assert _close(ours.updated_at, _dt(theirs.updated_at))
+    raw = _raw_rows(langgraph_sqlite)
+    bob = mem.get(("users", "bob"), "prefs", refresh_ttl=False)
+    assert bob is not None and bob.expires_at is not None
+    assert _close(bob.expires_at, _dt(raw[("users.bob", "prefs")][2]))
+    assert raw[("users.bob", "prefs")][3] == 60
+    alice = mem.get(("users", "alice"), "prefs", refresh_ttl=False)
+    assert alice is not None and alice.expires_at is None
+    assert alice.sources and alice.sources[0].startswith("users.alice/prefs@")
+    assert mem.search(("users",), query="dark")[0].key == "prefs"
+    head = mem.head
+    assert head.metadata["import"]["from"] == "langgraph-sqlite"
+    assert len(head.metadata["import"]["ids"]) == 4
+
+
+def test_langgraph_sqlite_second_import_adds_nothing_and_new_versions_come_in(langgraph_sqlite: Path) -> None:
+    mem = engram.open(":memory:", embedder="hashing")
+    import_from("langgraph-sqlite", langgraph_sqlite, mem)
+    head = mem.head.id
+    again = import_from("langgraph-sqlite", langgraph_sqlite, mem)
+    assert (again.versions, again.commits, again.items, again.skipped) == (0, 0, 0, 4)
+    assert mem.head.id == head
+    with sqlite3.connect(langgraph_sqlite) as db:  # an update in LangGraph since: a later updated_at
+        db.execute("UPDATE store SET value = ?, updated_at = '2099-01-01 00:00:00' WHERE prefix = 'docs'",
+                   ('{"text": "changed"}',))  # fmt: skip
+    third = import_from("langgraph-sqlite", langgraph_sqlite, mem)
+    assert (third.versions, third.commits, third.skipped) == (1, 1, 3)
+    readme = mem.get(("docs",), "readme")
+    assert readme is not None and readme.value == {"text": "changed"}
+    assert len(mem.history(("docs",), "readme")) == 2
+
+
+def test_langgraph_sqlite_dry_run_writes_nothing(langgraph_sqlite: Path) -> None:
+    mem = engram.open(":memory:", embedder="hashing")
+    head = mem.head.id
+    seen: list[int] = []
+    report = import_from("langgraph-sqlite", langgraph_sqlite, mem, dry_run=True, progress=seen.append)
+    assert (report.items, report.versions, report.commits) == (4, 4, 1)
+    assert report.dry_run and "would add 4 item(s)" in report.summary()
+    assert sum(seen) == 4 == count_source("langgraph-sqlite", langgraph_sqlite)
+    assert mem.head.id == head and mem.count() == 0
+
+
+def test_langgraph_sqlite_refuses_other_files(tmp_path: Path) -> None:
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database")
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE things (id INTEGER)")
+    mem = engram.open(":memory:", embedder="hashing")
+    with pytest.raises(ImportSourceError, match="not a SQLite database"):
+        import_from("langgraph-sqlite", text, mem)
+    with pytest.raises(ImportSourceError, match="no 'store' table"):
+        import_from("langgraph-sqlite", other, mem)
+    with pytest.raises(ImportSourceError, match="no such file"):
+        import_from("langgraph-sqlite", tmp_path / "missing.sqlite", mem)
+    assert mem.count() == 0
