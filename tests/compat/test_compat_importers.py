@@ -5,11 +5,15 @@ re-runs, dry runs)."""
 from __future__ import annotations
 
 import sqlite3
+import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
+from langgraph.store.postgres import PostgresStore
 from langgraph.store.sqlite import SqliteStore
 
 import engram
@@ -118,3 +122,60 @@ def test_langgraph_sqlite_refuses_other_files(tmp_path: Path) -> None:
     with pytest.raises(ImportSourceError, match="no such file"):
         import_from("langgraph-sqlite", tmp_path / "missing.sqlite", mem)
     assert mem.count() == 0
+
+
+# ---------------------------------------------------------------- LangGraph PostgresStore
+
+
+@pytest.fixture
+def langgraph_postgres(postgres_url: str) -> Iterator[str]:
+    """A PostgresStore in a schema of its own (parallel runs share the database, never a schema)."""
+    schema = "lg_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(f"CREATE SCHEMA {schema}")
+    sep = "&" if "?" in postgres_url else "?"
+    url = f"{postgres_url}{sep}options=-csearch_path%3D{schema}"
+    try:
+        with PostgresStore.from_conn_string(url) as store:
+            store.setup()
+            store.put(("users", "alice"), "prefs", {"theme": "dark"})
+            store.put(("users", "alice"), "prefs", {"theme": "darker"})  # an update: created_at stays
+            store.put(("users", "bob"), "prefs", {"theme": "light"}, ttl=30)
+            store.put(("team", "infra", "runbooks"), "db", {"steps": ["restart", "check"]})
+        yield url
+    finally:
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def test_langgraph_postgres_round_trips_items_timestamps_and_ttl(langgraph_postgres: str) -> None:
+    mem = engram.open(":memory:", embedder="hashing")
+    report = import_from("langgraph-postgres", langgraph_postgres, mem)
+    assert (report.seen, report.items, report.versions, report.commits, report.skipped) == (3, 3, 3, 1, 0)
+    assert mem.count() == 3
+    with psycopg.connect(langgraph_postgres) as db:
+        rows = db.execute("SELECT prefix, key, value, created_at, updated_at, expires_at, ttl_minutes FROM store")
+        raw = {(r[0], r[1]): r[2:] for r in rows}
+    assert len(raw) == 3
+    for (prefix, key), (value, created, updated, expires, ttl) in raw.items():
+        item = mem.get(tuple(prefix.split(".")), key, refresh_ttl=False)
+        assert item is not None and item.value == value
+        assert _close(item.created_at, created) and _close(item.updated_at, updated)
+        assert (item.expires_at is None) == (expires is None)
+        if expires is not None:
+            assert _close(item.expires_at, expires) and ttl == 30
+    alice = mem.get(("users", "alice"), "prefs")
+    assert alice is not None and alice.created_at < alice.updated_at  # LangGraph kept created_at on update
+    again = import_from("langgraph-postgres", langgraph_postgres, mem)
+    assert (again.versions, again.commits, again.skipped) == (0, 0, 3)
+
+
+def test_langgraph_postgres_dry_run_and_bad_urls(langgraph_postgres: str, postgres_url: str) -> None:
+    mem = engram.open(":memory:", embedder="hashing")
+    report = import_from("langgraph-postgres", langgraph_postgres, mem, dry_run=True)
+    assert (report.items, report.versions) == (3, 3) and mem.count() == 0
+    empty = "lg_" + uuid.uuid4().hex[:12]  # a schema without LangGraph's tables
+    with pytest.raises(ImportSourceError, match="no 'store' table"):
+        import_from("langgraph-postgres", f"{postgres_url}?options=-csearch_path%3D{empty}", mem)
+    with pytest.raises(ImportSourceError, match="cannot connect"):
+        import_from("langgraph-postgres", "postgresql://nobody:secret@127.0.0.1:1/none", mem)
