@@ -4,7 +4,10 @@ re-runs, dry runs)."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import sqlite3
+import tempfile
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -15,6 +18,10 @@ import psycopg
 import pytest
 from langgraph.store.postgres import PostgresStore
 from langgraph.store.sqlite import SqliteStore
+
+os.environ.setdefault("MEM0_TELEMETRY", "False")  # before mem0 is imported: it reads this at import
+os.environ.setdefault("MEM0_DIR", str(Path(tempfile.gettempdir()) / "engram-tests-mem0"))
+from mem0 import Memory as Mem0Memory
 
 import engram
 from engram.compat.importers import ImportSourceError, count_source, import_from
@@ -179,3 +186,85 @@ def test_langgraph_postgres_dry_run_and_bad_urls(langgraph_postgres: str, postgr
         import_from("langgraph-postgres", f"{postgres_url}?options=-csearch_path%3D{empty}", mem)
     with pytest.raises(ImportSourceError, match="cannot connect"):
         import_from("langgraph-postgres", "postgresql://nobody:secret@127.0.0.1:1/none", mem)
+
+
+# ---------------------------------------------------------------- mem0 (history database + local Qdrant store)
+
+
+class _Embedder:
+    """A deterministic stand-in for mem0's embedder (mem0 runs offline with infer=False)."""
+
+    def embed(self, text: str, memory_action: str | None = None) -> list[float]:
+        return [b / 255 for b in hashlib.sha256(text.encode()).digest()[:16]]
+
+
+@pytest.fixture
+def mem0_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """A real mem0 Memory's history.db and Qdrant folder: alice's memory updated twice, a memory of agent bot
+    deleted, bob's memory; returns the directory, the ids and mem0's own history of each memory."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-offline")  # mem0 builds its OpenAI clients; nothing calls them
+    where = tmp_path / "mem0"
+    config = {
+        "embedder": {"provider": "openai", "config": {"embedding_dims": 16}},
+        "vector_store": {"provider": "qdrant", "config": {"path": str(where / "qdrant"), "collection_name": "mem0",
+                                                          "embedding_model_dims": 16, "on_disk": True}},
+        "history_db_path": str(where / "history.db"),
+    }  # fmt: skip
+    m = Mem0Memory.from_config(config)
+    m.embedding_model = _Embedder()
+    try:
+        a = m.add("Likes dark mode", user_id="alice", metadata={"kind": "pref"}, infer=False)["results"][0]["id"]
+        m.update(a, "Likes light mode")
+        m.update(a, "Likes light mode in the morning")
+        b = m.add("Deploys on Fridays", agent_id="bot", run_id="r1", infer=False)["results"][0]["id"]
+        m.delete(b)
+        c = m.add("Speaks French", user_id="bob", infer=False)["results"][0]["id"]
+        histories = {i: m.history(i) for i in (a, b, c)}
+    finally:
+        m.vector_store.client.close()
+        m.close()
+    return {"dir": where, "a": a, "b": b, "c": c, "history": histories}
+
+
+def test_mem0_history_becomes_commits_in_time_order(mem0_dir: dict[str, Any]) -> None:
+    mem = engram.open(":memory:", embedder="hashing")
+    report = import_from("mem0", mem0_dir["dir"], mem)
+    assert (report.seen, report.versions, report.commits, report.items, report.skipped) == (6, 6, 6, 3, 0)
+    alice = ("mem0", "user", "alice")
+    item = mem.get(alice, mem0_dir["a"])
+    assert item is not None
+    assert item.value["memory"] == "Likes light mode in the morning"
+    assert item.value["metadata"] == {"kind": "pref"} and item.value["user_id"] == "alice"
+    assert item.value["hash"] == hashlib.md5(b"Likes light mode in the morning").hexdigest()
+    theirs = mem0_dir["history"][mem0_dir["a"]]
+    ours = list(reversed(mem.history(alice, mem0_dir["a"])))  # oldest first, as mem0 lists them
+    assert [v.item.value["memory"] for v in ours if v.item] == [h["new_memory"] for h in theirs]
+    assert [v.commit.metadata["mem0"]["history_id"] for v in ours] == [h["id"] for h in theirs]
+    for version, row in zip(ours[1:], theirs[1:], strict=True):  # each update at the time mem0 wrote it
+        assert _close(_dt(row["updated_at"]), datetime.fromtimestamp(version.commit.time / 1000, tz=UTC))
+    assert _close(_dt(theirs[0]["created_at"]), datetime.fromtimestamp(ours[0].commit.time / 1000, tz=UTC))
+    assert _close(item.created_at, _dt(theirs[0]["created_at"]))
+    assert _close(item.updated_at, _dt(theirs[-1]["updated_at"]))
+    assert all(v.commit.author == "mem0:user" for v in ours)
+    times = [c.time for c in reversed(mem.log()) if "import" in c.metadata]
+    assert len(times) == 6 and times == sorted(times)
+    deleted = mem.history(("mem0", "unscoped"), mem0_dir["b"])
+    assert [v.item is None for v in deleted] == [True, False]  # newest first: the delete, then the add
+    assert mem.get(("mem0", "unscoped"), mem0_dir["b"]) is None
+    bob = mem.get(("mem0", "user", "bob"), mem0_dir["c"])
+    assert bob is not None and bob.value["memory"] == "Speaks French" and bob.sources
+    again = import_from("mem0", mem0_dir["dir"], mem)
+    assert (again.versions, again.commits, again.skipped) == (0, 0, 6)
+
+
+def test_mem0_dry_run_and_wrong_files(mem0_dir: dict[str, Any], langgraph_sqlite: Path) -> None:
+    mem = engram.open(":memory:", embedder="hashing")
+    report = import_from("mem0", mem0_dir["dir"] / "history.db", mem, dry_run=True)  # the file alone: no payloads
+    assert (report.versions, report.commits, report.items) == (6, 6, 3)
+    assert mem.count() == 0 and len(mem.log()) == 1
+    with pytest.raises(ImportSourceError, match="no 'history' table"):
+        import_from("mem0", langgraph_sqlite, mem)
+    with pytest.raises(ImportSourceError, match="lacks column"):
+        with sqlite3.connect(mem0_dir["dir"] / "odd.db") as db:
+            db.execute("CREATE TABLE history (id TEXT)")
+        import_from("mem0", mem0_dir["dir"] / "odd.db", mem)

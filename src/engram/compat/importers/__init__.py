@@ -20,6 +20,7 @@ from pathlib import Path
 
 from engram.compat.importers.common import ImportReport, ImportSourceError, Progress, Source, SourceVersion
 from engram.compat.importers.langgraph import LangGraphPostgresSource, LangGraphSqliteSource
+from engram.compat.importers.mem0 import Mem0Source
 from engram.compat.importers.writing import write_history, write_snapshot
 from engram.errors import InvalidInputError
 from engram.store import Memory
@@ -29,6 +30,7 @@ Opener = Callable[[str], Source]
 
 #: kind -> (how to open its source, whether its versions are a history: one commit each at their own time).
 IMPORTERS: dict[str, tuple[Opener, bool]] = {
+    "mem0": (Mem0Source, True),
     "langgraph-sqlite": (LangGraphSqliteSource, False),
     "langgraph-postgres": (LangGraphPostgresSource, False),
 }
