@@ -5,6 +5,7 @@ re-runs, dry runs)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
 import tempfile
@@ -24,6 +25,7 @@ os.environ.setdefault("MEM0_DIR", str(Path(tempfile.gettempdir()) / "engram-test
 from mem0 import Memory as Mem0Memory
 
 import engram
+from engram.channels import Channels
 from engram.compat.importers import ImportSourceError, count_source, import_from
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:langgraph.*")
@@ -268,3 +270,120 @@ def test_mem0_dry_run_and_wrong_files(mem0_dir: dict[str, Any], langgraph_sqlite
         with sqlite3.connect(mem0_dir["dir"] / "odd.db") as db:
             db.execute("CREATE TABLE history (id TEXT)")
         import_from("mem0", mem0_dir["dir"] / "odd.db", mem)
+
+
+# ---------------------------------------------------------------- claude-slack (its documented SQLite schema)
+
+#: The tables and columns claude-slack's documented schema defines that the importer reads (claude-slack is not
+#: installable from a registry, so the database is built by its schema; timestamps are epoch seconds, REAL).
+CLAUDE_SLACK_SCHEMA = """
+CREATE TABLE projects (id TEXT PRIMARY KEY, path TEXT UNIQUE NOT NULL, name TEXT,
+    created_at REAL DEFAULT (strftime('%s', 'now')), last_active REAL, metadata JSON);
+CREATE TABLE agents (name TEXT NOT NULL, project_id TEXT, description TEXT, status TEXT DEFAULT 'offline',
+    current_project_id TEXT, dm_policy TEXT DEFAULT 'open', discoverable TEXT DEFAULT 'public', last_active REAL,
+    created_at REAL DEFAULT (strftime('%s', 'now')), metadata JSON, PRIMARY KEY (name, project_id));
+CREATE TABLE channels (id TEXT PRIMARY KEY, channel_type TEXT NOT NULL, access_type TEXT NOT NULL, project_id TEXT,
+    scope TEXT NOT NULL, name TEXT NOT NULL, description TEXT, topic_required BOOLEAN DEFAULT FALSE,
+    default_topic TEXT DEFAULT 'general', channel_metadata JSON, created_by TEXT, created_by_project_id TEXT,
+    created_at REAL DEFAULT (strftime('%s', 'now')), is_default BOOLEAN DEFAULT FALSE,
+    is_archived BOOLEAN DEFAULT FALSE, owner_agent_name TEXT, owner_agent_project_id TEXT);
+CREATE TABLE channel_members (channel_id TEXT NOT NULL, agent_name TEXT NOT NULL, agent_project_id TEXT,
+    invited_by TEXT DEFAULT 'self', joined_at REAL DEFAULT (strftime('%s', 'now')), source TEXT DEFAULT 'manual',
+    can_leave BOOLEAN DEFAULT TRUE, can_send BOOLEAN DEFAULT TRUE, can_invite BOOLEAN DEFAULT FALSE,
+    can_manage BOOLEAN DEFAULT FALSE, is_muted BOOLEAN DEFAULT FALSE, opted_out BOOLEAN DEFAULT FALSE,
+    PRIMARY KEY (channel_id, agent_name, agent_project_id));
+CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, channel_id TEXT NOT NULL, sender_id TEXT NOT NULL,
+    sender_project_id TEXT, content TEXT NOT NULL, topic_name TEXT, ai_metadata JSON, confidence REAL,
+    model_version TEXT, intent_type TEXT, thread_id TEXT, timestamp REAL DEFAULT (strftime('%s', 'now')),
+    is_edited BOOLEAN DEFAULT FALSE, edited_at REAL, metadata JSON);
+"""
+PID = "3f2a9c0d4b5e6f708192a3b4c5d6e7f8"
+T0 = 1_760_000_000.0  # seconds
+
+
+@pytest.fixture
+def claude_slack_db(tmp_path: Path) -> Path:
+    path = tmp_path / "claude-slack.db"
+    with sqlite3.connect(path) as db:
+        db.executescript(CLAUDE_SLACK_SCHEMA)
+        db.execute("INSERT INTO projects (id, path, name, created_at) VALUES (?, '/src/acme', 'acme', ?)", (PID, T0))
+        db.executemany("INSERT INTO agents (name, project_id, description, dm_policy, created_at) VALUES (?,?,?,?,?)",
+                       [("Backend_Dev", PID, "APIs", "open", T0 + 1), ("frontend", PID, "UI", "open", T0 + 2),
+                        ("meta", None, "learns", "open", T0 + 3)])  # fmt: skip
+        db.executemany(
+            "INSERT INTO channels (id, channel_type, access_type, project_id, scope, name, description, created_by, "
+            "created_by_project_id, created_at, is_default, owner_agent_name) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            [("global:general", "channel", "open", None, "global", "general", "all hands", "meta", None, T0 + 4,
+              1, None),
+             (f"proj_{PID[:8]}:dev", "channel", "members", PID, "project", "dev", "", "Backend_Dev", PID, T0 + 5,
+              0, None),
+             ("dm:Backend_Dev:frontend", "direct", "private", None, "global", "dm", "", None, None, T0 + 6, 0, None),
+             ("notes:meta:global", "channel", "private", None, "global", "notes-meta", "", "meta", None, T0 + 7, 0,
+              "meta")],
+        )  # fmt: skip
+        db.executemany(
+            "INSERT INTO channel_members (channel_id, agent_name, agent_project_id, joined_at) VALUES (?,?,?,?)",
+            [("global:general", "meta", None, T0 + 4), ("global:general", "Backend_Dev", PID, T0 + 8),
+             ("global:general", "frontend", PID, T0 + 8), (f"proj_{PID[:8]}:dev", "Backend_Dev", PID, T0 + 5),
+             (f"proj_{PID[:8]}:dev", "frontend", PID, T0 + 9), ("dm:Backend_Dev:frontend", "Backend_Dev", PID, T0 + 6),
+             ("dm:Backend_Dev:frontend", "frontend", PID, T0 + 6)],
+        )  # fmt: skip
+        db.executemany(
+            "INSERT INTO messages (channel_id, sender_id, sender_project_id, content, confidence, timestamp, metadata) "
+            "VALUES (?,?,?,?,?,?,?)",
+            [("global:general", "meta", None, "Welcome, team", None, T0 + 10, None),
+             (f"proj_{PID[:8]}:dev", "Backend_Dev", PID, "ConnectionRefusedError on port 5432", 0.4, T0 + 20,
+              json.dumps({"type": "debug_start", "service": "db"})),
+             (f"proj_{PID[:8]}:dev", "frontend", PID, "Pool size was 5; raised to 20", None, T0 + 30,
+              json.dumps({"type": "solution", "confidence": 0.9})),
+             ("dm:Backend_Dev:frontend", "Backend_Dev", PID, "thanks for the fix", None, T0 + 40, None),
+             ("notes:meta:global", "meta", None, "pool exhaustion shows as refused connections", 0.8, T0 + 50,
+              json.dumps({"tags": ["postgres", "pool"]})),
+             ("global:general", "frontend", PID, "deployed", None, T0 + 60, json.dumps({"release": "1.2"}))],
+        )  # fmt: skip
+    return path
+
+
+def test_claude_slack_round_trips_channels_members_messages_and_notes(claude_slack_db: Path) -> None:
+    mem = engram.open(":memory:", embedder="hashing")
+    report = import_from("claude-slack", claude_slack_db, mem)
+    assert (report.seen, report.versions, report.skipped) == (6, 6, 0)
+    hub = Channels(mem)
+    assert hub.projects() == [PID]
+    assert sorted(a.id for a in hub.agents()) == ["backend-dev", "frontend", "meta"]
+    backend, frontend, meta = (hub.as_agent(a) for a in ("backend-dev", "frontend", "meta"))
+    dev = backend.messages(f"{PID}:dev")
+    assert [m.content for m in dev] == ["ConnectionRefusedError on port 5432", "Pool size was 5; raised to 20"]
+    assert [m.sender for m in dev] == ["backend-dev", "frontend"]
+    assert dev[0].metadata == {"type": "debug_start", "service": "db"} and dev[0].confidence == pytest.approx(0.4)
+    assert dev[1].confidence == pytest.approx(0.9)  # metadata.confidence honoured, as in claude-slack
+    assert _close(dev[0].created_at, datetime.fromtimestamp(T0 + 20, tz=UTC), ms=5)
+    assert _close(dev[1].created_at, datetime.fromtimestamp(T0 + 30, tz=UTC), ms=5)
+    assert hub.channel(f"{PID}:dev").access == "members"
+    assert frontend.member(hub.channel(f"{PID}:dev")) is not None
+    general = meta.messages("global:general")
+    assert [m.content for m in general] == ["Welcome, team", "deployed"]
+    assert general[1].metadata == {"release": "1.2"}
+    assert hub.channel("global:general").default
+    dm = frontend.messages("dm:backend-dev+frontend")
+    assert [(m.sender, m.content) for m in dm] == [("backend-dev", "thanks for the fix")]
+    notes = meta.recent_notes()
+    assert [n.content for n in notes] == ["pool exhaustion shows as refused connections"]
+    assert notes[0].tags == ("postgres", "pool") and notes[0].confidence == pytest.approx(0.8)
+    head = mem.head.id
+    again = import_from("claude-slack", claude_slack_db, mem)
+    assert (again.items, again.versions, again.commits, again.skipped) == (0, 0, 0, 6)
+    assert mem.head.id == head
+
+
+def test_claude_slack_dry_run_counts_and_wrong_files(claude_slack_db: Path, langgraph_sqlite: Path) -> None:
+    mem = engram.open(":memory:", embedder="hashing")
+    head = mem.head.id
+    dry = import_from("claude-slack", claude_slack_db, mem, dry_run=True)
+    assert mem.head.id == head
+    real = import_from("claude-slack", claude_slack_db, engram.open(":memory:", embedder="hashing"))
+    assert (dry.items, dry.versions) == (real.items, real.versions)
+    assert real.items == 1 + 3 + 2 + 1  # a project, three agents, two channels, frontend invited to dev
+    assert count_source("claude-slack", claude_slack_db) == 6
+    with pytest.raises(ImportSourceError, match="no 'agents' table"):
+        import_from("claude-slack", langgraph_sqlite, mem)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from engram.compat.importers.claude_slack import import_claude_slack
 from engram.compat.importers.common import ImportReport, ImportSourceError, Progress, Source, SourceVersion
 from engram.compat.importers.langgraph import LangGraphPostgresSource, LangGraphSqliteSource
 from engram.compat.importers.mem0 import Mem0Source
@@ -36,7 +37,7 @@ IMPORTERS: dict[str, tuple[Opener, bool]] = {
 }
 
 #: Every kind ``import_from`` takes (claude-slack writes through engram.channels, not as versions).
-KINDS = tuple(IMPORTERS)
+KINDS = (*IMPORTERS, "claude-slack")
 
 
 def open_source(kind: str, location: str | Path) -> Source:
@@ -48,6 +49,8 @@ def open_source(kind: str, location: str | Path) -> Source:
 
 def count_source(kind: str, location: str | Path) -> int:
     """How many versions (claude-slack: rows) the source holds, for a progress bar's total."""
+    if kind == "claude-slack":
+        return import_claude_slack(str(location), None, dry_run=True).seen
     source = open_source(kind, location)
     try:
         return source.count()
@@ -66,6 +69,8 @@ def import_from(
     """Import a ``kind`` source (a file path, or a PostgreSQL URL for ``langgraph-postgres``) into ``memory``'s
     branch; with ``dry_run`` write nothing and report what would be written. ``progress`` is called with the
     number of source records handled since its last call."""
+    if kind == "claude-slack":
+        return import_claude_slack(str(source), memory, dry_run=dry_run, progress=progress)
     opened = open_source(kind, source)
     try:
         report = ImportReport(kind, opened.location, dry_run=dry_run)

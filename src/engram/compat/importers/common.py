@@ -119,6 +119,10 @@ def to_ms(value: Any) -> int | None:
     if isinstance(value, int | float):
         return int(value * 1000)
     if isinstance(value, str):
+        try:  # SQLite's strftime('%s') stores epoch seconds as text
+            return int(float(value) * 1000)
+        except ValueError:
+            pass
         try:
             value = datetime.fromisoformat(value.strip())
         except ValueError:
