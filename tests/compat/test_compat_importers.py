@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from click.testing import CliRunner
 from langgraph.store.postgres import PostgresStore
 from langgraph.store.sqlite import SqliteStore
 
@@ -26,6 +27,7 @@ from mem0 import Memory as Mem0Memory
 
 import engram
 from engram.channels import Channels
+from engram.cli import cli
 from engram.compat.importers import ImportSourceError, count_source, import_from
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:langgraph.*")
@@ -387,3 +389,64 @@ def test_claude_slack_dry_run_counts_and_wrong_files(claude_slack_db: Path, lang
     assert count_source("claude-slack", claude_slack_db) == 6
     with pytest.raises(ImportSourceError, match="no 'agents' table"):
         import_from("claude-slack", langgraph_sqlite, mem)
+
+
+# ---------------------------------------------------------------- the CLI: engram import --from KIND PATH|URL
+
+
+def _cli(store: Path, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["--store", str(store), "--embedder", "hashing", "import", *args], obj={})
+    return result.exit_code, result.output
+
+
+def test_cli_imports_with_dry_run_and_idempotent_reruns(tmp_path: Path, langgraph_sqlite: Path,
+                                                        mem0_dir: dict[str, Any]) -> None:  # fmt: skip
+    store = tmp_path / "store"
+    code, output = _cli(store, "--from", "langgraph-sqlite", str(langgraph_sqlite), "--dry-run")
+    assert code == 0, output
+    assert "dry run" in output and "would add 4 item(s), 4 version(s) in 1 commit(s)" in output
+    assert not store.exists()  # a dry run writes nothing, not even a new store
+    code, output = _cli(store, "--from", "langgraph-sqlite", str(langgraph_sqlite))
+    assert code == 0 and "added 4 item(s)" in output, output
+    code, output = _cli(store, "--from", "mem0", str(mem0_dir["dir"]))
+    assert code == 0 and "added 3 item(s), 6 version(s) in 6 commit(s)" in output, output
+    code, output = _cli(store, "--from", "mem0", str(mem0_dir["dir"]))
+    assert code == 0 and "added 0 item(s), 0 version(s) in 0 commit(s); skipped 6" in output, output
+    code, output = _cli(store, "--from", "mem0", str(mem0_dir["dir"]), "--dry-run")
+    assert code == 0 and "would add 0 item(s)" in output, output
+    mem = engram.open(str(store), embedder="hashing")
+    try:
+        assert mem.count(("users",)) == 3 and mem.count(("mem0",)) == 2
+        assert len(mem.history(("mem0", "user", "alice"), mem0_dir["a"])) == 3
+    finally:
+        mem.close()
+
+
+def test_cli_explains_wrong_sources_without_a_traceback(tmp_path: Path, langgraph_sqlite: Path) -> None:
+    store = tmp_path / "store"
+    text = tmp_path / "notes.txt"
+    text.write_text("hello")
+    cases = [
+        (("--from", "mem0", str(text)), "is not a SQLite database"),
+        (("--from", "claude-slack", str(langgraph_sqlite)), "has no 'agents' table"),
+        (("--from", "mem0", str(langgraph_sqlite)), "has no 'history' table"),
+        (("--from", "langgraph-sqlite", str(tmp_path / "missing.db")), "no such file"),
+        (("--from", "langgraph-postgres", "postgresql://nobody:secret@127.0.0.1:1/none"), "cannot connect"),
+        (("--from", "langgraph-postgres", str(langgraph_sqlite)), "takes a postgresql:// URL"),
+        (("--from", "langgraph-sqlite", "postgresql://u@h/db"), "not a URL"),
+        ((str(langgraph_sqlite), "--dry-run"), "--dry-run goes with --from"),
+        (("--from", "nothing", str(text)), "Invalid value for '--from'"),
+    ]
+    for args, expected in cases:
+        code, output = _cli(store, *args)
+        assert code == 2, (args, output)
+        assert expected in output and "Traceback" not in output and "secret" not in output, (args, output)
+    assert not store.exists()
+
+
+def test_cli_import_help_shows_the_sources_and_examples() -> None:
+    result = CliRunner().invoke(cli, ["import", "--help"], obj={})
+    assert result.exit_code == 0
+    for text in ("--from", "mem0|langgraph-sqlite|langgraph-postgres|claude-slack", "--dry-run",
+                 "engram import --from mem0 ~/.mem0"):  # fmt: skip
+        assert text in result.output

@@ -101,8 +101,6 @@ class _Import:
         self.done = imported_ids(memory, KIND)
         self.pending: list[str] = []
 
-    # ------------------------------------------------------------ helpers
-
     def _made(self, what: str) -> None:
         self.report.items += 1
         self.report.commits += 1
@@ -170,8 +168,6 @@ class _Import:
         when = datetime.fromtimestamp(ms / 1000, tz=UTC)
         if when > sim.now():
             sim.set(when)
-
-    # ------------------------------------------------------------ steps
 
     def structure(self, sim: clock.SimulatedClock | None) -> None:
         for row in self.db.rows("projects", "created_at, rowid"):
