@@ -435,6 +435,7 @@ def test_cli_explains_wrong_sources_without_a_traceback(tmp_path: Path, langgrap
         (("--from", "langgraph-postgres", str(langgraph_sqlite)), "takes a postgresql:// URL"),
         (("--from", "langgraph-sqlite", "postgresql://u@h/db"), "not a URL"),
         ((str(langgraph_sqlite), "--dry-run"), "--dry-run goes with --from"),
+        (("--from", "mem0", str(text), "-m", "hello"), "not with --from"),
         (("--from", "nothing", str(text)), "Invalid value for '--from'"),
     ]
     for args, expected in cases:

@@ -142,6 +142,8 @@ def import_(ctx: click.Context, file: str, kind: str | None, dry_run: bool, mess
     replays every commit and sets its branches and tags), or, with --from, import mem0's, LangGraph's or
     claude-slack's data. Re-running an import --from adds only what is new."""
     if kind is not None:
+        if message or force:
+            raise click.UsageError("--message and --force are for an `engram export` file, not with --from")
         _import_from(ctx, kind, file, dry_run)
         return
     if dry_run:

@@ -4,6 +4,9 @@ Items keep the source's timestamps exactly (``created_at``, ``updated_at``, ``ex
 their source id (in the item's ``sources``); a history's commits carry the time each version was written
 (through :func:`engram.clock.simulated`), its author and a message, and every commit records the source ids
 it wrote (:func:`~engram.compat.importers.common.import_metadata`), which makes re-runs add nothing.
+
+The simulated clock is process-wide: while a history is imported, every write of this process is stamped with the
+source's times, so import with no other writer running in the process (the CLI runs alone).
 """
 
 from __future__ import annotations
