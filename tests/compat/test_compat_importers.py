@@ -234,15 +234,15 @@ def test_mem0_history_becomes_commits_in_time_order(mem0_dir: dict[str, Any]) ->
     mem = engram.open(":memory:", embedder="hashing")
     report = import_from("mem0", mem0_dir["dir"], mem)
     assert (report.seen, report.versions, report.commits, report.items, report.skipped) == (6, 6, 6, 3, 0)
-    alice = ("mem0", "user", "alice")
+    alice = ("mem0", "users", "alice")
     item = mem.get(alice, mem0_dir["a"])
     assert item is not None
-    assert item.value["memory"] == "Likes light mode in the morning"
+    assert item.value["text"] == "Likes light mode in the morning"
     assert item.value["metadata"] == {"kind": "pref"} and item.value["user_id"] == "alice"
     assert item.value["hash"] == hashlib.md5(b"Likes light mode in the morning").hexdigest()
     theirs = mem0_dir["history"][mem0_dir["a"]]
     ours = list(reversed(mem.history(alice, mem0_dir["a"])))  # oldest first, as mem0 lists them
-    assert [v.item.value["memory"] for v in ours if v.item] == [h["new_memory"] for h in theirs]
+    assert [v.item.value["text"] for v in ours if v.item] == [h["new_memory"] for h in theirs]
     assert [v.commit.metadata["mem0"]["history_id"] for v in ours] == [h["id"] for h in theirs]
     for version, row in zip(ours[1:], theirs[1:], strict=True):  # each update at the time mem0 wrote it
         assert _close(_dt(row["updated_at"]), datetime.fromtimestamp(version.commit.time / 1000, tz=UTC))
@@ -252,11 +252,15 @@ def test_mem0_history_becomes_commits_in_time_order(mem0_dir: dict[str, Any]) ->
     assert all(v.commit.author == "mem0:user" for v in ours)
     times = [c.time for c in reversed(mem.log()) if "import" in c.metadata]
     assert len(times) == 6 and times == sorted(times)
-    deleted = mem.history(("mem0", "unscoped"), mem0_dir["b"])
+    deleted = mem.history(("mem0",), mem0_dir["b"])  # its payload went with it: no scope to file it under
     assert [v.item is None for v in deleted] == [True, False]  # newest first: the delete, then the add
-    assert mem.get(("mem0", "unscoped"), mem0_dir["b"]) is None
-    bob = mem.get(("mem0", "user", "bob"), mem0_dir["c"])
-    assert bob is not None and bob.value["memory"] == "Speaks French" and bob.sources
+    assert mem.get(("mem0",), mem0_dir["b"]) is None
+    bob = mem.get(("mem0", "users", "bob"), mem0_dir["c"])
+    assert bob is not None and bob.value["text"] == "Speaks French" and bob.sources
+    index = mem.get(("mem0-ids",), mem0_dir["a"])  # the mem0 adapter's id index, in the same commits
+    assert index is not None and index.value == {"namespace": list(alice)}
+    assert mem.get(("mem0-ids",), mem0_dir["b"]) is None and mem.get(("mem0-ids",), mem0_dir["c"]) is not None
+    assert [r.key for r in mem.search(("mem0",), query="French")][:1] == [mem0_dir["c"]]
     again = import_from("mem0", mem0_dir["dir"], mem)
     assert (again.versions, again.commits, again.skipped) == (0, 0, 6)
 
@@ -417,7 +421,7 @@ def test_cli_imports_with_dry_run_and_idempotent_reruns(tmp_path: Path, langgrap
     mem = engram.open(str(store), embedder="hashing")
     try:
         assert mem.count(("users",)) == 3 and mem.count(("mem0",)) == 2
-        assert len(mem.history(("mem0", "user", "alice"), mem0_dir["a"])) == 3
+        assert len(mem.history(("mem0", "users", "alice"), mem0_dir["a"])) == 3
     finally:
         mem.close()
 

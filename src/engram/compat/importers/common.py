@@ -45,6 +45,10 @@ class SourceVersion:
     ttl_minutes: float | None = None
     message: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: The value fields search reads (None: the store's).
+    index: tuple[str, ...] | None = None
+    #: Further items written in the same commit, unsearchable (an id index): (namespace, key, value or None).
+    also: tuple[tuple[tuple[str, ...], str, dict[str, Any] | None], ...] = ()
 
 
 class Source(Protocol):

@@ -4,10 +4,13 @@ mem0's ``history`` table holds every ADD, UPDATE and DELETE of every memory (``m
 ``new_memory``, ``event``, ``created_at``, ``updated_at``, ``actor_id``, ``role``). Each row becomes one commit,
 in time order, stamped with the time mem0 wrote it, authored by its ``actor_id`` (else ``mem0:<role>``), with
 the row id as the version's source: ``mem.history(ns, memory_id)`` is mem0's ``history(memory_id)`` with
-commit ids. The Qdrant payloads give each memory its scope and metadata: a memory of ``user_id="alice"`` is
-the item ``("mem0", "user", "alice") / <memory_id>`` (``agent``/``run`` labels follow for memories scoped by
-them too; a memory whose payload is gone, a deleted one, is under ``("mem0", "unscoped")``), valued
-``{"memory", "hash", "metadata", "user_id", "agent_id", "run_id", "actor_id", "role"}`` as mem0 returns it.
+commit ids. The Qdrant payloads give each memory its scope and metadata. The layout is the one
+:mod:`engram.compat.mem0` reads and writes, so imported memories are that adapter's memories: a memory of
+``user_id="alice"`` is the item ``("mem0", "users", "alice") / <memory_id>`` (else ``("mem0", "agents", ...)``,
+else ``("mem0", "runs", ...)``; ``("mem0",)`` when its payload is gone, as a deleted memory's is, or the Qdrant
+folder was not given), valued ``{"text", "hash", "metadata", "user_id", "agent_id", "run_id", "actor_id",
+"role"}`` (absent ids left out) with ``text`` searchable, and the id index ``("mem0-ids",) / <memory_id>`` (its
+namespace) is written in the same commit.
 
 The location is mem0's ``history.db``, or a directory holding it and the Qdrant local store (the folder with
 ``collection/``: the directory itself or its ``qdrant/``), as ``history_db_path`` and the ``qdrant`` vector
@@ -68,22 +71,24 @@ def read_payloads(path: Path, collection: str = COLLECTION) -> dict[str, dict[st
         client.close()
 
 
+#: The adapter's id index: memory id -> ``{"namespace": [...]}``.
+INDEX_NAMESPACE = ("mem0-ids",)
+#: The scope ids, in the order a namespace is derived from them, and their namespace labels.
+SCOPES = (("user_id", "users"), ("agent_id", "agents"), ("run_id", "runs"))
+
+
 def _namespace(payload: dict[str, Any] | None) -> tuple[str, ...]:
-    if not payload:
-        return ("mem0", "unscoped")
-    parts: list[str] = ["mem0"]
-    for scope in ("user", "agent", "run"):
-        value = payload.get(f"{scope}_id")
-        if value:
-            parts += [scope, str(value)]
-    return tuple(parts) if len(parts) > 1 else ("mem0", "unscoped")
+    for name, label in SCOPES:
+        if payload and payload.get(name):
+            return ("mem0", label, str(payload[name]))
+    return ("mem0",)
 
 
 def _value(text: str, payload: dict[str, Any] | None, actor: str | None, role: str | None) -> dict[str, Any]:
     payload = payload or {}
     value: dict[str, Any] = {
-        "memory": text,
-        "hash": hashlib.md5(text.encode("utf-8")).hexdigest(),  # as mem0 hashes a memory's text
+        "text": text,
+        "hash": hashlib.md5(text.encode("utf-8"), usedforsecurity=False).hexdigest(),  # mem0's hash of a text
         "metadata": {k: v for k, v in payload.items() if k not in CORE and k not in PROMOTED},
     }
     for key in PROMOTED:
@@ -94,6 +99,10 @@ def _value(text: str, payload: dict[str, Any] | None, actor: str | None, role: s
     if role is not None:
         value["role"] = role
     return value
+
+
+def _index(memory_id: str, namespace: tuple[str, ...], deleted: bool) -> tuple[Any, ...]:
+    return ((INDEX_NAMESPACE, memory_id, None if deleted else {"namespace": list(namespace)}),)
 
 
 class Mem0Source:
@@ -136,9 +145,10 @@ class Mem0Source:
                 raise ImportSourceError(f"{self.location}: history row {hid} has no timestamp")
             payload = self.payloads.get(str(memory_id))
             author = actor or (f"mem0:{role}" if role else "mem0")
+            namespace = _namespace(payload)
             version = SourceVersion(
                 id=str(hid),
-                namespace=_namespace(payload),
+                namespace=namespace,
                 key=str(memory_id),
                 value=None if kind == "DELETE" else _value(str(new or ""), payload, actor, role),
                 time_ms=when,
@@ -146,6 +156,8 @@ class Mem0Source:
                 author=author,
                 message=f"mem0: {kind.lower()} memory {memory_id}",
                 metadata={"mem0": {"event": kind, "memory_id": str(memory_id), "history_id": str(hid)}},
+                index=("text",),
+                also=_index(str(memory_id), namespace, kind == "DELETE"),
             )
             found.append((when, EVENTS[kind], rowid, version))
             seen.add(str(memory_id))
@@ -154,15 +166,18 @@ class Mem0Source:
                 continue
             when = to_ms(payload.get("updated_at")) or to_ms(payload.get("created_at")) or 0
             text = str(payload.get("data", ""))
+            namespace = _namespace(payload)
             version = SourceVersion(
                 id=f"payload:{memory_id}@{when}",
-                namespace=_namespace(payload),
+                namespace=namespace,
                 key=memory_id,
                 value=_value(text, payload, payload.get("actor_id"), payload.get("role")),
                 time_ms=when,
                 created_ms=to_ms(payload.get("created_at")),
                 author=payload.get("actor_id") or "mem0",
                 message=f"mem0: add memory {memory_id}",
+                index=("text",),
+                also=_index(memory_id, namespace, False),
             )
             found.append((when, 0, 0, version))
         found.sort(key=lambda entry: entry[:3])

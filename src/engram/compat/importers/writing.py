@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 from engram import clock, codec
 from engram.compat.importers.common import (
@@ -25,7 +26,7 @@ from engram.compat.importers.common import (
     imported_ids,
 )
 from engram.objects import Record, encode_record
-from engram.store import Memory
+from engram.store import Memory, Transaction
 
 #: A snapshot import commits this many versions per commit.
 SNAPSHOT_BATCH = 5_000
@@ -40,9 +41,24 @@ def _checked(version: SourceVersion) -> tuple[tuple[str, ...], str]:
 
 def _record(version: SourceVersion, created: int) -> Record:
     assert version.value is not None
-    extra = {} if version.ttl_minutes is None else {"ttl": float(version.ttl_minutes)}
+    extra: dict[str, Any] = {} if version.ttl_minutes is None else {"ttl": float(version.ttl_minutes)}
+    if version.index is not None:
+        extra["index"] = list(version.index)
     return Record(dict(version.value), created, version.time_ms, version.expires_ms, version.author,
                   (version.id,), extra)  # fmt: skip
+
+
+def _also(tx: Transaction, version: SourceVersion) -> None:
+    """Buffer the version's further items (unsearchable, with its time, author and source id)."""
+    for ns, key, value in version.also:
+        raw = codec.encode_key(ns, key)
+        if value is None:
+            tx.edits[raw] = None
+            continue
+        existing = tx.get(ns, key)
+        created = _ms(existing.created_at) if existing is not None else version.time_ms
+        record = Record(dict(value), created, version.time_ms, None, version.author, (version.id,), {"index": False})
+        tx.edits[raw] = encode_record(record)
 
 
 def _new(memory: Memory, source: Source, report: ImportReport, progress: Progress | None) -> Iterator[SourceVersion]:
@@ -76,6 +92,7 @@ def write_snapshot(
                 for version in pending:
                     ns, key = _checked(version)
                     raw = codec.encode_key(ns, key)
+                    _also(tx, version)
                     if version.value is None:
                         tx.edits[raw] = None
                         continue
@@ -131,6 +148,7 @@ def write_history(
             message = version.message or f"import {'/'.join(ns)}/{key} from {source.kind}"
             with memory.transaction(message, author=version.author, metadata=metadata) as tx:
                 existing = tx.get(ns, key)
+                _also(tx, version)
                 if version.value is None:
                     tx.edits[raw] = None
                 else:
