@@ -265,6 +265,22 @@ def test_mem0_history_becomes_commits_in_time_order(mem0_dir: dict[str, Any]) ->
     assert (again.versions, again.commits, again.skipped) == (0, 0, 6)
 
 
+def test_mem0_import_is_what_the_mem0_adapter_reads(mem0_dir: dict[str, Any]) -> None:
+    """Imported memories are engram.compat.mem0's: get, get_all and history answer as mem0 itself did."""
+    adapter = pytest.importorskip("engram.compat.mem0")  # the adapter lands beside the importers
+    mem = engram.open(":memory:", embedder="hashing")
+    import_from("mem0", mem0_dir["dir"], mem)
+    ours = adapter.Memory(store=mem)
+    a = mem0_dir["a"]
+    theirs = mem0_dir["history"][a]
+    assert [(h["event"], h["new_memory"]) for h in ours.history(a)] == [(h["event"], h["new_memory"]) for h in theirs]
+    got = ours.get(a)
+    assert (got["memory"], got["metadata"], got["user_id"]) == ("Likes light mode in the morning", {"kind": "pref"},
+                                                                 "alice")  # fmt: skip
+    assert [r["id"] for r in ours.get_all(filters={"user_id": "bob"})["results"]] == [mem0_dir["c"]]
+    assert ours.get(mem0_dir["b"]) is None
+
+
 def test_mem0_dry_run_and_wrong_files(mem0_dir: dict[str, Any], langgraph_sqlite: Path) -> None:
     mem = engram.open(":memory:", embedder="hashing")
     report = import_from("mem0", mem0_dir["dir"] / "history.db", mem, dry_run=True)  # the file alone: no payloads
