@@ -30,8 +30,6 @@ from engram.channels import Channels
 from engram.cli import cli
 from engram.compat.importers import ImportSourceError, count_source, import_from
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:langgraph.*")
-
 
 def _dt(value: Any) -> datetime:
     moment = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
