@@ -22,8 +22,12 @@ from engram.cli._common import (
     store_of,
     store_url,
 )
+from engram.compat.importers import KINDS, ImportSourceError, count_source, import_from
+from engram.errors import ConfigError
 from engram.maintenance import GC_GRACE_MS
 from engram.ops.access import KeyRing, default_keys_path
+from engram.redaction import redact_url
+from engram.store import open as open_store
 from engram.store.connect import migrate as run_migrations
 from engram.store.connect import schema_status, tenant_url
 from engram.store.transfer import export_history, export_items, import_history, import_items, is_history
@@ -111,15 +115,41 @@ def export_(
     err.print(f"exported {plural(done, 'item')}" + (f" to {escape(file)}" if file != "-" else ""))
 
 
-@click.command(name="import")
-@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
+IMPORT_EXAMPLES = """
+Examples:
+
+\b
+  engram import backup.jsonl                              an `engram export` file
+  engram import --from mem0 ~/.mem0                       mem0: history.db (+ its qdrant/ folder)
+  engram import --from langgraph-sqlite store.sqlite      LangGraph's SqliteStore
+  engram import --from langgraph-postgres postgresql://user@host/db
+  engram import --from claude-slack ~/.claude/claude-slack/data/claude-slack.db
+  engram import --from mem0 ~/.mem0 --dry-run             count what would come in, write nothing
+"""
+
+
+@click.command(name="import", epilog=IMPORT_EXAMPLES)
+@click.argument("file", metavar="FILE|PATH|URL")
+@click.option("--from", "kind", type=click.Choice(KINDS), help="Import another memory system's data (PATH or URL) "
+              "instead of an engram export; with its history where the source keeps one.")  # fmt: skip
+@click.option("--dry-run", is_flag=True, help="With --from: print what would be imported, write nothing.")
 @click.option("--message", "-m", help="Commit message (default: import N item(s)).")
 @click.option("--force", is_flag=True, help="With history: move branches and tags that exist with other history.")
 @click.pass_context
 @friendly
-def import_(ctx: click.Context, file: str, message: str | None, force: bool) -> None:
+def import_(ctx: click.Context, file: str, kind: str | None, dry_run: bool, message: str | None, force: bool) -> None:
     """Write the items of an `engram export` FILE to the branch as one commit (an export --with-history
-    replays every commit and sets its branches and tags)."""
+    replays every commit and sets its branches and tags), or, with --from, import mem0's, LangGraph's or
+    claude-slack's data. Re-running an import --from adds only what is new."""
+    if kind is not None:
+        if message or force:
+            raise click.UsageError("--message and --force are for an `engram export` file, not with --from")
+        _import_from(ctx, kind, file, dry_run)
+        return
+    if dry_run:
+        raise click.UsageError("--dry-run goes with --from (an export's import is one commit: check it with diff)")
+    if file != "-" and Path(file).is_dir():
+        raise click.UsageError(f"{file} is a directory: give an `engram export` file, or use --from")
     try:
         with click.open_file(file, "r", encoding="utf-8") as fp:
             lines = fp.readlines()
@@ -141,6 +171,33 @@ def import_(ctx: click.Context, file: str, message: str | None, force: bool) -> 
     with phase_progress() as phases:  # index now, with progress, so the first search after it waits for nothing
         mem.update_index(phases)
     out.print(f"[green]{commit.short_id}[/green] imported {plural(done, 'item')} into {escape(mem.branch)}")
+
+
+def _import_from(ctx: click.Context, kind: str, location: str, dry_run: bool) -> None:
+    """``engram import --from KIND PATH|URL``: progress bars on stderr, the counts on stdout."""
+    if kind != "langgraph-postgres" and "://" in location:
+        raise click.UsageError(f"--from {kind} reads a file or folder, not a URL: {redact_url(location)}")
+    if kind == "langgraph-postgres" and not is_postgres(location):
+        raise click.UsageError(f"--from langgraph-postgres takes a postgresql:// URL, got {location!r}")
+    try:
+        total = count_source(kind, location)
+        if dry_run:
+            try:
+                mem = store_of(ctx)
+            except ConfigError:  # no store yet: everything would be new
+                mem = open_store(":memory:", embedder="hashing")
+        else:
+            mem = store_of(ctx, create=True)
+        with Progress(console=err, transient=True) as progress:
+            task = progress.add_task(f"importing from {kind}", total=total)
+            report = import_from(kind, location, mem, dry_run=dry_run,
+                                 progress=lambda n: progress.advance(task, n))  # fmt: skip
+    except ImportSourceError as exc:
+        raise click.UsageError(str(exc)) from None
+    if report.versions and not dry_run:
+        with phase_progress() as phases:  # index now, so the first search after the import waits for nothing
+            mem.update_index(phases)
+    out.print(("[yellow]dry run:[/yellow] " if dry_run else "") + escape(report.summary()))
 
 
 @click.command()
