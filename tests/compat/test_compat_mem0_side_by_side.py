@@ -37,12 +37,6 @@ try:
 except ImportError as exc:  # mem0ai is a test-only dependency: without it these tests skip (or fail in CI)
     MEM0_PROBLEM = str(exc)
 
-pytestmark = [
-    pytest.mark.filterwarnings("ignore::DeprecationWarning:qdrant_client"),
-    pytest.mark.filterwarnings("ignore::DeprecationWarning:mem0"),
-    pytest.mark.filterwarnings("ignore:.*Pydantic.*:DeprecationWarning"),
-]
-
 DIM = 64
 ALICE = {"user_id": "alice"}
 
