@@ -167,6 +167,13 @@ def test_add_with_infer_runs_the_offline_writer_and_keeps_ids_and_metadata(m: Me
     assert m.search("Munich", filters={"user_id": "bob"}, threshold=0.0)["results"][0]["id"] == home["id"]
 
 
+def test_add_with_infer_checks_every_message_before_storing_any(m: Memory) -> None:
+    before = len(m.memory.log())
+    with pytest.raises(ValidationError) as bad:
+        m.add([{"role": "user", "content": "I live in Berlin."}, "not a message"], user_id="bob")
+    assert bad.value.error_code == "VALIDATION_003" and len(m.memory.log()) == before
+
+
 def test_add_with_infer_and_no_extractor_is_a_writer_error() -> None:
     with Memory(store=engram.open(":memory:", embedder="hashing"), extractor="none") as m, pytest.raises(WriterError):
         m.add("I live in Berlin.", user_id="bob")

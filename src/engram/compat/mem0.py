@@ -170,15 +170,16 @@ class Memory:
         namespace: tuple[str, ...],
         prompt: str | None,
     ) -> list[dict[str, Any]]:
+        for message in listed:  # all checked before the first turn is stored
+            if not isinstance(message, dict) or message.get("content") is None:
+                raise ValidationError(f"Invalid message {message!r}: a dict with 'role' and 'content'",
+                                      "VALIDATION_003", {"message": repr(message)})  # fmt: skip
         writer = self._writer_for(prompt)
         before = self.memory.head.id.hex()
         conversation = f"mem0-{uuid.uuid4()}"
         writer.start_conversation(conversation, namespace)
         runs = []
         for message in listed:
-            if not isinstance(message, dict) or message.get("content") is None:
-                raise ValidationError(f"Invalid message {message!r}: a dict with 'role' and 'content'",
-                                      "VALIDATION_003", {"message": repr(message)})  # fmt: skip
             appended = writer.append(conversation, str(message.get("role") or "user"), str(message["content"]),
                                      name=message.get("name"))  # fmt: skip
             runs.append(appended.decision)
