@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -395,3 +396,27 @@ def test_async_memory_from_config() -> None:
     am = AsyncMemory.from_config({"engram": {"store": ":memory:", "embedder": "hashing"}})
     assert isinstance(am.sync, Memory) and am.memory is am.sync.memory
     am.close()
+
+
+def test_expiration_date_hides_memories_until_shown_or_cleared(m: Memory) -> None:
+    old = m.add("I used to live in Paris", user_id="alice", expiration_date=date(2020, 1, 1), infer=False)
+    memory_id = old["results"][0]["id"]
+    m.add("I live in Lyon", user_id="alice", expiration_date=datetime(2999, 1, 1, tzinfo=UTC), infer=False)
+    assert texts(m.get_all(filters=ALICE)) == {"I live in Lyon"}
+    assert texts(m.search("live", filters=ALICE, threshold=0.0)) == {"I live in Lyon"}
+    assert texts(m.get_all(filters=ALICE, show_expired=True)) == {"I live in Lyon", "I used to live in Paris"}
+    assert m.get(memory_id)["expiration_date"] == "2020-01-01"  # type: ignore[index]
+    m.update(memory_id, expiration_date="2999-12-31")
+    assert "I used to live in Paris" in texts(m.get_all(filters=ALICE))
+    with pytest.raises(ValueError, match="YYYY-MM-DD"):
+        m.update(memory_id, expiration_date="next week")
+
+
+def test_search_explain_and_platform_only_arguments(m: Memory) -> None:
+    seed(m)
+    explained = m.search("green tea", filters=ALICE, threshold=0.0, explain=True, rerank=True)["results"]
+    assert explained and all(isinstance(r["score_details"], dict) for r in explained)
+    with pytest.raises(ValueError, match="reference_date is a mem0 Platform feature"):
+        m.search("tea", filters=ALICE, reference_date="2026-01-01")
+    with pytest.raises(ValueError, match="timestamp is a mem0 Platform feature"):
+        m.add("hello", user_id="a", timestamp=1700000000, infer=False)

@@ -113,6 +113,8 @@ def run_script(m: Any) -> dict[str, Any]:
          {"role": "user", "content": "I live in Berlin with my cat"}],
         user_id="bob", metadata={"topic": "mixed"}, infer=False,
     )  # fmt: skip
+    out["add_expired"] = m.add("I used to drink cola every day", user_id="alice", metadata={"topic": "drinks"},
+                               expiration_date="2020-01-01", infer=False)  # fmt: skip
     out["search_all"] = m.search("green tea in the morning", filters=ALICE, top_k=10, threshold=0.0)
     out["search_top2"] = m.search("green tea in the morning", filters=ALICE, top_k=2, threshold=0.0)
     out["search_default"] = m.search("where do I live", filters=ALICE)
@@ -140,6 +142,13 @@ def run_script(m: Any) -> dict[str, Any]:
     out["delete_all"] = m.delete_all(user_id="bob")
     out["get_all_bob_after"] = m.get_all(filters={"user_id": "bob"})
     out["get_all_alice_after"] = m.get_all(filters=ALICE)
+    expired = out["add_expired"]["results"][0]["id"]
+    out["search_show_expired"] = m.search("cola every day", filters=ALICE, top_k=10, threshold=0.0, show_expired=True)
+    out["get_all_show_expired"] = m.get_all(filters=ALICE, show_expired=True)
+    out["get_expired"] = m.get(expired)
+    out["update_unexpire"] = m.update(expired, expiration_date=None)
+    out["search_unexpired"] = m.search("cola every day", filters=ALICE, top_k=10, threshold=0.0)
+    out["get_unexpired"] = m.get(expired)
     return out
 
 
@@ -158,6 +167,8 @@ ERRORS: list[tuple[str, Callable[[Any], Any]]] = [
     ("update of nothing", lambda m: m.update("00000000-0000-4000-8000-000000000000")),
     ("delete of a missing id", lambda m: m.delete("00000000-0000-4000-8000-000000000000")),
     ("delete_all without ids", lambda m: m.delete_all()),
+    ("expiration date not a date", lambda m: m.add("hello", user_id="a", expiration_date="soon", infer=False)),
+    ("expiration date of a number", lambda m: m.add("hello", user_id="a", expiration_date=20300101, infer=False)),
 ]
 
 
@@ -189,7 +200,7 @@ def test_side_by_side_results_and_shapes_agree(original: Any, adapter: Memory) -
                             sorted(b["results"], key=lambda r: r["memory"]), strict=True):  # fmt: skip
                 assert shape(x) == shape(y), (call, x, y)
                 for key in ("memory", "hash", "metadata", "user_id", "agent_id", "run_id", "actor_id", "role",
-                            "event"):  # fmt: skip
+                            "event", "expiration_date"):  # fmt: skip
                     assert x.get(key) == y.get(key), (call, key)
                 if x.get("score") is not None:
                     assert y["score"] == pytest.approx(x["score"], abs=2e-3), call  # engram stores float16 vectors
@@ -207,13 +218,13 @@ def test_side_by_side_results_and_shapes_agree(original: Any, adapter: Memory) -
             compared += 1
         elif isinstance(a, dict):
             assert shape(a) == shape(b), call
-            for key in ("memory", "hash", "metadata", "user_id", "role", "message"):
+            for key in ("memory", "hash", "metadata", "user_id", "role", "message", "expiration_date"):
                 assert a.get(key) == b.get(key), (call, key)
             compared += 1
         else:
             assert a is None and b is None, call
             compared += 1
-    assert compared == len(theirs) == 28
+    assert compared == len(theirs) == 35
     # the script is not vacuous: the searches found what they should on both sides
     assert texts(ours["search_top2"]) == {"I like green tea in the morning", "Noted, green tea every morning"}
     assert texts(ours["search_meta"]) == {"I like green tea in the morning", "Noted, green tea every morning"}
@@ -221,6 +232,9 @@ def test_side_by_side_results_and_shapes_agree(original: Any, adapter: Memory) -
     assert 0 < len(ours["search_threshold"]["results"]) < len(ours["search_all"]["results"])
     assert [h["event"] for h in ours["history"]] == ["ADD", "UPDATE", "UPDATE", "DELETE"]
     assert ours["get_all_bob_after"] == {"results": []} and len(ours["get_all_alice_after"]["results"]) == 3
+    assert "I used to drink cola every day" not in texts(ours["search_all"]) | texts(ours["get_all_alice"])
+    assert "I used to drink cola every day" in texts(ours["search_show_expired"]) & texts(ours["search_unexpired"])
+    assert ours["get_expired"]["expiration_date"] == "2020-01-01" and ours["get_unexpired"]["expiration_date"] is None
 
 
 @pytest.mark.parametrize(("case", "call"), ERRORS, ids=[c for c, _ in ERRORS])

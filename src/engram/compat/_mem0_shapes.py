@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
+from datetime import UTC, date, datetime
 from typing import Any
 
 from engram.errors import InvalidInputError
@@ -23,7 +24,7 @@ from engram.store import Item
 #: The ids that scope a memory, in the order a namespace is derived from them.
 ENTITY_IDS = ("user_id", "agent_id", "run_id")
 #: Value fields shown at the top of a result (mem0 "promotes" them out of the payload).
-PROMOTED = ("user_id", "agent_id", "run_id", "actor_id", "role")
+PROMOTED = ("user_id", "agent_id", "run_id", "actor_id", "role", "expiration_date")
 #: Value fields that are neither promoted nor metadata: the text, its hash and the writer's own fields.
 CORE = frozenset({"text", "hash", "metadata", "kind", "subject", "writer_run"})
 #: The label under which the adapter keeps its memories, and the namespace of its id index.
@@ -179,6 +180,30 @@ def _condition(condition: Any) -> dict[str, Any]:
         else:
             raise ValueError(f"Unsupported metadata filter operator: {op}")
     return out
+
+
+def expiration(value: Any) -> str | None:
+    """mem0's ``expiration_date``: a date, a datetime or a ``YYYY-MM-DD`` string, as that string (None stays
+    None); anything else is mem0's ``ValueError``."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.date().isoformat()
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, str):
+        try:
+            return date.fromisoformat(value).isoformat()
+        except ValueError as exc:
+            raise ValueError("expiration_date must be a valid date in YYYY-MM-DD format.") from exc
+    raise ValueError("expiration_date must be a date string in YYYY-MM-DD format.")
+
+
+def unexpired(condition: Mapping[str, Any]) -> dict[str, Any]:
+    """``condition`` and "not expired": no ``expiration_date`` before today (UTC), as mem0 hides them."""
+    today = datetime.now(UTC).date().isoformat()
+    fresh = {"$nor": [{"expiration_date": {"$lt": today}}]}
+    return {"$and": [dict(condition), fresh]} if condition else fresh
 
 
 def messages_of(messages: Any) -> list[dict[str, Any]]:

@@ -35,6 +35,7 @@ from engram.compat._mem0_shapes import (
     check_search,
     engram_filter,
     entity_id,
+    expiration,
     memory_value,
     messages_of,
     namespace_of,
@@ -44,6 +45,7 @@ from engram.compat._mem0_shapes import (
     scope_of,
     text_hash,
     text_of,
+    unexpired,
 )
 from engram.embed import Embedder, embedder_from_spec
 from engram.errors import WriterError
@@ -59,6 +61,10 @@ T = TypeVar("T")
 _DONE = ("merged", "no_new_memories", "recovered")
 #: The message of the commit that gives the writer's memories their ids and metadata.
 _SCOPING = "mem0 add: ids and metadata of"
+#: "Not given" for ``update``'s ``expiration_date`` (None clears it).
+_UNSET: Any = object()
+#: What a mem0 Platform-only argument gets.
+_PLATFORM = "{name} is a mem0 Platform feature, not in mem0 OSS nor engram: remove it from {call}()"
 #: The most memories one ``get_all`` / ``delete_all`` page reads.
 _PAGE = 500
 
@@ -116,11 +122,17 @@ class Memory:
         infer: bool = True,
         memory_type: str | None = None,
         prompt: str | None = None,
+        expiration_date: Any = None,
+        timestamp: Any = None,
     ) -> dict[str, Any]:
         """Store messages as memories: with ``infer=False`` each non-system message is one memory (as mem0 does);
         with ``infer=True`` engram's memory writer extracts memories from them. One commit per call (two for
         ``infer=True``: the writer's run, then the mem0 fields on what it wrote). Returns
-        ``{"results": [{"id", "memory", "event", ...}]}``."""
+        ``{"results": [{"id", "memory", "event", ...}]}``. ``expiration_date`` (``YYYY-MM-DD``) hides the memories
+        from ``search`` and ``get_all`` after that day unless they pass ``show_expired=True``, as in mem0."""
+        if timestamp is not None:
+            raise ValueError(_PLATFORM.format(name="timestamp", call="add"))
+        expires = expiration(expiration_date)
         scope = scope_of(user_id, agent_id, run_id)
         if memory_type is not None:
             raise ValidationError(
@@ -132,6 +144,8 @@ class Memory:
         listed = messages_of(messages)
         meta = dict(metadata or {})
         namespace = namespace_of(scope)
+        if expires is not None:
+            scope = {**scope, "expiration_date": expires}  # a value field beside the ids (memory_value puts it)
         if not infer:
             return {"results": self._add_raw(listed, meta, scope, namespace)}
         return {"results": self._add_inferred(listed, meta, scope, namespace, prompt)}
@@ -235,16 +249,18 @@ class Memory:
     def update(
         self,
         memory_id: str,
-        data: str | None = None,
-        *,
         text: str | None = None,
         metadata: dict[str, Any] | None = None,
+        expiration_date: Any = _UNSET,
+        data: str | None = None,
     ) -> dict[str, str]:
-        """Change a memory's text (``data``, or mem0 2.x's ``text=``) and/or merge ``metadata`` into it: one
-        commit. Returns ``{"message": "Memory updated successfully!"}``; a missing id is mem0's ``ValueError``."""
+        """Change a memory's text (``text``, or mem0 1.x's ``data``), merge ``metadata`` into it and/or set its
+        ``expiration_date`` (None clears it): one commit. Returns ``{"message": "Memory updated successfully!"}``;
+        a missing id is mem0's ``ValueError``."""
         new_text = text if text is not None else data
-        if new_text is None and metadata is None:
+        if new_text is None and metadata is None and expiration_date is _UNSET:
             raise ValueError("At least one of text, metadata, or expiration_date must be provided.")
+        expires = None if expiration_date is _UNSET else expiration(expiration_date)
         found = self._find(memory_id)
         if found is None:
             raise ValueError(f"Memory with id {memory_id} not found. Please provide a valid 'memory_id'")
@@ -258,6 +274,8 @@ class Memory:
             merged.update({k: v for k, v in metadata.items() if k not in ("user_id", "agent_id", "run_id",
                                                                           "actor_id")})  # fmt: skip
             value["metadata"] = merged
+        if expiration_date is not _UNSET:
+            value["expiration_date"] = expires
         self.memory.put(found.namespace, memory_id, value, ["text"], message=f"mem0 update: {memory_id}")
         return {"message": "Memory updated successfully!"}
 
@@ -313,13 +331,15 @@ class Memory:
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
+        show_expired: bool = False,
     ) -> dict[str, Any]:
         """The memories matching ``filters`` (which must hold a user, agent or run id; mem0 1.x's ``user_id=``
-        keywords and ``limit=`` are accepted too), newest first, at most ``top_k``."""
+        keywords and ``limit=`` are accepted too), newest first, at most ``top_k``; expired ones only with
+        ``show_expired``."""
         count = limit if limit is not None else top_k
         check_search(None, count)
         merged = query_scope(filters, {"user_id": user_id, "agent_id": agent_id, "run_id": run_id})
-        found = self._list(merged, count)
+        found = self._list(merged, count, show_expired=show_expired)
         return {"results": [result_of(item, with_score=False) for item in found]}
 
     def search(
@@ -333,22 +353,35 @@ class Memory:
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
+        rerank: bool = False,
+        explain: bool = False,
+        show_expired: bool = False,
+        reference_date: Any = None,
     ) -> dict[str, Any]:
         """The memories most similar to ``query`` among those matching ``filters`` (which must hold a user, agent
         or run id; mem0 1.x's ``user_id=`` keywords and ``limit=`` are accepted too), best first, at most
-        ``top_k``, none scoring below ``threshold``."""
+        ``top_k``, none scoring below ``threshold``; expired ones only with ``show_expired``. ``explain=True`` adds
+        each result's ``score_details`` (engram's signals); ``rerank`` is accepted and does nothing, as in mem0
+        without a reranker configured."""
+        if reference_date is not None:
+            raise ValueError(_PLATFORM.format(name="reference_date", call="search"))
         count = limit if limit is not None else top_k
         check_search(threshold, count)
         text = check_query(query)
         merged = query_scope(filters, {"user_id": user_id, "agent_id": agent_id, "run_id": run_id})
         if count == 0:
             return {"results": []}
+        condition = engram_filter(merged)
         found = self.memory.search(
-            prefix_of(merged), text, filter=engram_filter(merged) or None, limit=count,
-            mode=self.settings.search,  # type: ignore[arg-type]  # checked by the config
-            min_score=threshold if threshold is not None else 0.1, refresh_ttl=False,
+            prefix_of(merged), text, filter=(condition if show_expired else unexpired(condition)) or None,
+            limit=count, mode=self.settings.search,  # type: ignore[arg-type]  # checked by the config
+            min_score=threshold if threshold is not None else 0.1, refresh_ttl=False, explain=explain,
         )  # fmt: skip
-        return {"results": [result_of(item, item.score) for item in found]}
+        results = [result_of(item, item.score) for item in found]
+        if explain:
+            for result, item in zip(results, found, strict=True):
+                result["score_details"] = item.explain
+        return {"results": results}
 
     def history(self, memory_id: str) -> list[dict[str, Any]]:
         """The memory's versions, oldest first, in mem0's shape (``id``, ``memory_id``, ``old_memory``,
@@ -410,9 +443,9 @@ class Memory:
         namespace = self._namespace_of(memory_id)
         return None if namespace is None else self.memory.get(namespace, memory_id, refresh_ttl=False)
 
-    def _list(self, merged: Mapping[str, Any], count: int | None) -> list[Item]:
+    def _list(self, merged: Mapping[str, Any], count: int | None, *, show_expired: bool = True) -> list[Item]:
         found: list[Item] = []
-        condition = engram_filter(merged) or None
+        condition = (engram_filter(merged) if show_expired else unexpired(engram_filter(merged))) or None
         while count is None or len(found) < count:
             page = self.memory.search(prefix_of(merged), None, filter=condition, limit=_PAGE, offset=len(found),
                                       refresh_ttl=False)  # fmt: skip
@@ -462,9 +495,9 @@ class AsyncMemory:
         """See :meth:`Memory.get_all`."""
         return await self._run(self.sync.get_all, **kwargs)
 
-    async def update(self, memory_id: str, data: str | None = None, **kwargs: Any) -> dict[str, str]:
+    async def update(self, memory_id: str, text: str | None = None, **kwargs: Any) -> dict[str, str]:
         """See :meth:`Memory.update`."""
-        return await self._run(self.sync.update, memory_id, data, **kwargs)
+        return await self._run(self.sync.update, memory_id, text, **kwargs)
 
     async def delete(self, memory_id: str) -> dict[str, str]:
         """See :meth:`Memory.delete`."""
