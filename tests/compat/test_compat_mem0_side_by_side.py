@@ -8,6 +8,7 @@ local mode, its history database in ``tmp_path``. The legacy ``langchain`` packa
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 import sys
@@ -26,7 +27,7 @@ from langchain_core.embeddings import Embeddings
 from services import unavailable
 
 import engram
-from engram.compat.mem0 import Memory
+from engram.compat.mem0 import AsyncMemory, Memory
 from engram.embed import HashingEmbedder
 
 try:
@@ -60,8 +61,8 @@ def hashing() -> HashingEmbedder:
 
 
 @pytest.fixture
-def original(tmp_path: Path, hashing: HashingEmbedder, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """A real mem0 ``Memory``, offline."""
+def mem0_ready(monkeypatch: pytest.MonkeyPatch) -> None:
+    """mem0 importable and able to run offline here (else the test skips, or fails in CI)."""
     if MEM0_PROBLEM is not None:
         unavailable("mem0ai", MEM0_PROBLEM)
     if importlib.util.find_spec("langchain") is None:  # give mem0's provider the class it imports by its old path
@@ -74,17 +75,26 @@ def original(tmp_path: Path, hashing: HashingEmbedder, monkeypatch: pytest.Monke
                              ("langchain.embeddings.base", base)):  # fmt: skip
             monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-not-used")  # mem0 builds its LLM client; infer=False never calls it
-    config = {
-        "embedder": {"provider": "langchain", "config": {"model": HashingEmbeddings(hashing)}},
-        "vector_store": {"provider": "qdrant", "config": {
-            "collection_name": "side_by_side", "embedding_model_dims": DIM, "path": str(tmp_path / "qdrant"),
-            "on_disk": False}},
-        "history_db_path": str(tmp_path / "history.db"),
-    }  # fmt: skip
-    memory = mem0.Memory.from_config(config)
+
+
+@pytest.fixture
+def original(mem0_ready: None, tmp_path: Path, hashing: HashingEmbedder) -> Iterator[Any]:
+    """A real mem0 ``Memory``, offline."""
+    memory = mem0.Memory.from_config(mem0_config(tmp_path / "sync", hashing))
     yield memory
     memory.vector_store.client.close()
     memory.close()
+
+
+def mem0_config(folder: Path, hashing: HashingEmbedder) -> dict[str, Any]:
+    """mem0 offline: its langchain embedder over engram's hashing embedder, local Qdrant, history in ``folder``."""
+    return {
+        "embedder": {"provider": "langchain", "config": {"model": HashingEmbeddings(hashing)}},
+        "vector_store": {"provider": "qdrant", "config": {
+            "collection_name": "side_by_side", "embedding_model_dims": DIM, "path": str(folder / "qdrant"),
+            "on_disk": False}},
+        "history_db_path": str(folder / "history.db"),
+    }  # fmt: skip
 
 
 @pytest.fixture
@@ -181,8 +191,36 @@ def shape(entry: dict[str, Any]) -> dict[str, type]:
     return {k: type(v) for k, v in entry.items()}
 
 
+class Awaited:
+    """An async memory seen through sync calls (each coroutine run to its end on one loop): the script is shared."""
+
+    def __init__(self, memory: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self.memory, self.loop = memory, loop
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self.memory, name)
+        return lambda *args, **kwargs: self.loop.run_until_complete(method(*args, **kwargs))
+
+
 def test_side_by_side_results_and_shapes_agree(original: Any, adapter: Memory) -> None:
-    theirs, ours = run_script(original), run_script(adapter)
+    compare(run_script(original), run_script(adapter))
+
+
+def test_side_by_side_async_memories_agree(mem0_ready: None, tmp_path: Path, hashing: HashingEmbedder) -> None:
+    theirs = mem0.AsyncMemory.from_config(mem0_config(tmp_path / "async", hashing))
+    ours = AsyncMemory(store=engram.open(":memory:", embedder=hashing))
+    loop = asyncio.new_event_loop()
+    try:
+        compare(run_script(Awaited(theirs, loop)), run_script(Awaited(ours, loop)))
+    finally:
+        theirs.vector_store.client.close()
+        theirs.close()
+        ours.close()
+        loop.close()
+
+
+def compare(theirs: dict[str, Any], ours: dict[str, Any]) -> None:
+    """Same calls, same shapes, same memories per call, the same ranking and scores for searches."""
     assert theirs.keys() == ours.keys()
     compared = 0
     for call in theirs:
