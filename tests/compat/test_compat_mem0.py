@@ -420,3 +420,15 @@ def test_search_explain_and_platform_only_arguments(m: Memory) -> None:
         m.search("tea", filters=ALICE, reference_date="2026-01-01")
     with pytest.raises(ValueError, match="timestamp is a mem0 Platform feature"):
         m.add("hello", user_id="a", timestamp=1700000000, infer=False)
+
+
+def test_async_memory_concurrent_adds_all_land_as_commits() -> None:
+    async def script() -> None:
+        am = AsyncMemory(store=engram.open(":memory:", embedder=HashingEmbedder(64)))
+        before = len(am.memory.log())
+        await asyncio.gather(*(am.add(f"fact number {i}", user_id=f"u{i % 3}", infer=False) for i in range(24)))
+        counts = [len((await am.get_all(filters={"user_id": f"u{k}"}, top_k=100))["results"]) for k in range(3)]
+        assert counts == [8, 8, 8] and len(am.memory.log()) == before + 24
+        am.close()
+
+    asyncio.run(script())
