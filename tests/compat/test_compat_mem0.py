@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
@@ -17,6 +18,7 @@ from engram.compat.mem0 import AsyncMemory, Mem0ValidationError, Memory, Validat
 from engram.embed import HashingEmbedder
 from engram.errors import ConfigError, InvalidInputError, WriterError
 from engram.writer import OfflineExtractor
+from engram.writer.scripted import Reply, ScriptedModelServer
 
 ALICE = {"user_id": "alice"}
 RESULT_KEYS = {"id", "memory", "hash", "metadata", "score", "created_at", "updated_at"}
@@ -432,3 +434,30 @@ def test_async_memory_concurrent_adds_all_land_as_commits() -> None:
         am.close()
 
     asyncio.run(script())
+
+
+def test_add_with_infer_uses_an_openai_compatible_llm_from_the_mem0_config() -> None:
+    script = [Reply.tools(("write_memory", {"text": "Bob plays the cello"})), Reply.tools(("no_new_memories", {}))]
+    with ScriptedModelServer(script) as server:
+        config = {"llm": {"provider": "openai", "config": {"model": "scripted", "openai_base_url": server.url,
+                                                           "api_key": "sk-test"}},
+                  "engram": {"store": ":memory:", "embedder": "hashing"}}  # fmt: skip
+        with Memory.from_config(config) as m:
+            added = m.add("I play the cello on weekends", user_id="bob", metadata={"source": "chat"})["results"]
+            assert [(r["event"], r["memory"]) for r in added] == [("ADD", "Bob plays the cello")]
+            got = m.get(added[0]["id"])
+            assert got is not None and (got["user_id"], got["metadata"]) == ("bob", {"source": "chat"})
+        assert server.requests and "I play the cello on weekends" in json.dumps(server.requests[0])
+
+
+def test_add_with_infer_raises_when_the_model_fails_and_leaves_a_trace_beside_the_store(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'mem.db'}"
+    with ScriptedModelServer([Reply(status=503)] * 3) as server:
+        config = {"llm": {"provider": "openai", "config": {"model": "m", "openai_base_url": server.url}},
+                  "engram": {"store": url, "embedder": "hashing", "api_key": "sk-test"}}  # fmt: skip
+        with Memory.from_config(config) as m:
+            with pytest.raises(WriterError) as failed:
+                m.add("I play the cello", user_id="bob")
+            assert failed.value.outcome == "model_error" and "503" in str(failed.value)
+            assert m.get_all(filters={"user_id": "bob"}) == {"results": []}
+    assert list((tmp_path / "mem-traces").iterdir())

@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Self, TypeVar
 
 import engram
@@ -51,6 +52,7 @@ from engram.embed import Embedder, embedder_from_spec
 from engram.errors import WriterError
 from engram.store import Item, PutOp
 from engram.writer import Extractor, MemoryWriter, extractor_from_spec
+from engram.writer.traces import store_dir
 
 __all__ = ["AsyncMemory", "Mem0ValidationError", "Memory", "ValidationError"]
 
@@ -90,10 +92,14 @@ class Memory:
         extractor: Extractor | str | None = None,
     ) -> None:
         self.settings: Settings = settings_from_config(config or {})
+        #: Where the writer's failed runs leave traces: the store's own folder when the adapter opened it, else the
+        #: writer's default (a library writer's).
+        self.trace_dir: Path | None = None
         if isinstance(store, engram.Memory):
             opened = store
         else:
             url = store if store is not None else self.settings.store
+            self.trace_dir = store_dir(url)
             chosen = embedder if embedder is not None else self.settings.embedder
             opened = engram.open(url, embedder=_embedder(chosen, self.settings.api_key))
         #: The engram store behind this adapter (a handle writing as the configured author).
@@ -238,8 +244,10 @@ class Memory:
                 if extractor is None:
                     raise WriterError("add(infer=True) needs an extractor: configure one or pass infer=False",
                                       "no_model")  # fmt: skip
-                self._writer = MemoryWriter(self.memory, extractor=extractor, interval=1, background=False,
-                                            instructions=self.settings.instructions)  # fmt: skip
+                self._writer = MemoryWriter(
+                    self.memory, extractor=extractor, interval=1, background=False,
+                    instructions=self.settings.instructions, trace_dir=self.trace_dir,
+                )  # fmt: skip
             writer = self._writer
         if prompt is not None:  # this call's instructions: a writer sharing everything else
             writer = MemoryWriter(self.memory, extractor=writer.extractor, metrics=writer.metrics,
