@@ -137,8 +137,9 @@ def check_query(query: Any) -> str:
 
 
 def prefix_of(merged: Mapping[str, Any]) -> tuple[str, ...]:
-    """The namespace prefix a search of these filters reads: the namespace of the first id given in
-    :data:`ENTITY_IDS` order that a memory's namespace is derived from (a user, else an agent, else a run)."""
+    """The namespace prefix a search of these filters reads: the user's namespace when a user is given (every
+    memory of a user lives there), else all of the adapter's memories (a memory of an agent or a run may live in
+    its user's namespace); the filter does the rest."""
     if merged.get("user_id"):
         return (ROOT, "users", str(merged["user_id"]))
     return (ROOT,)

@@ -368,7 +368,8 @@ class Memory:
     ) -> dict[str, Any]:
         """The memories most similar to ``query`` among those matching ``filters`` (which must hold a user, agent
         or run id; mem0 1.x's ``user_id=`` keywords and ``limit=`` are accepted too), best first, at most
-        ``top_k``, none scoring below ``threshold``; expired ones only with ``show_expired``. ``explain=True`` adds
+        ``top_k``, none scoring below ``threshold`` (a cosine similarity, as in mem0; in ``hybrid`` search mode,
+        engram's fused score); expired ones only with ``show_expired``. ``explain=True`` adds
         each result's ``score_details`` (engram's signals); ``rerank`` is accepted and does nothing, as in mem0
         without a reranker configured."""
         if reference_date is not None:
