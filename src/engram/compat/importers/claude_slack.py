@@ -9,9 +9,16 @@ in time order. Names become engram's (lowercase letters, digits and hyphens: ``B
 an agent name registered in two projects is one engram agent (of the first project). A sender that was not a
 member of its channel any more is invited back to post its message.
 
-Idempotence: projects, agents, channels and memberships that exist are skipped; the ids of imported messages are
-recorded in the metadata of a ledger commit after every :data:`LEDGER_EVERY` messages (the item
-``("imports", "claude-slack") / ledger``), and a re-run skips them.
+Idempotence, exactly once under a crash at any point: projects, agents, channels and memberships that exist are
+skipped; each message is one commit of the channels API, and the ids of imported messages are recorded in the
+metadata of a ledger commit after every :data:`LEDGER_EVERY` messages and at the end (the item
+``("imports", "claude-slack") / ledger``), and a re-run skips them. Messages written after the last ledger commit
+by a run that stopped (killed, or an error) are found again before anything is written: messages go in time order,
+one after the other, so what such a run wrote is the first part of what the ledger lacks, and each channel's
+messages since the last ledger commit are matched against it in order (same sender, content, metadata and tags,
+at or after the source's timestamp; the first source message not found ends the search). Those count as skipped
+and go into the next ledger commit. Only the channels' messages since the last ledger commit are read, so a run
+that was not interrupted reads next to nothing.
 """
 
 from __future__ import annotations
@@ -20,11 +27,12 @@ import json
 import re
 import sqlite3
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TypeVar
 
 from engram import clock
-from engram.channels import Actor, Channels
+from engram.channels import Actor, Channels, Message
 from engram.compat.importers.common import (
     ImportReport,
     ImportSourceError,
@@ -36,6 +44,7 @@ from engram.compat.importers.common import (
 )
 from engram.errors import AgentNotFoundError, ChannelNotFoundError
 from engram.store import Memory
+from engram.store.reader import Reader
 
 KIND = "claude-slack"
 WHAT = "a claude-slack database"
@@ -52,6 +61,27 @@ DISCOVERABILITY: tuple[Literal["public", "project", "private"], ...] = ("public"
 ACCESS: tuple[Literal["open", "members", "private"], ...] = ("open", "members", "private")
 T = TypeVar("T", bound=str)
 _INVALID = re.compile(r"[^a-z0-9-]+")
+
+
+@dataclass(slots=True)
+class _Post:
+    """One source message as the channels API writes it: ``author`` posts to ``to`` (its notes, a DM's other
+    agent, a channel id)."""
+
+    kind: str
+    author: str
+    to: str
+    content: str
+    metadata: dict[str, Any]
+    confidence: Any
+    tags: list[str]
+    reader: str  # the agent that reads the channel back (a channel's creator, else the author)
+
+    def same(self, found: Message, ms: int | None) -> bool:
+        """Whether ``found`` is this post as a run wrote it (at or after the source's time ``ms``)."""
+        return (found.sender == self.author and found.content == self.content and found.metadata == self.metadata
+                and list(found.tags) == self.tags
+                and (ms is None or found.created_at.timestamp() * 1000 >= ms - 1))  # fmt: skip
 
 
 def engram_name(name: Any) -> str:
@@ -100,6 +130,8 @@ class _Import:
         self.created: set[str] = set()  # what this run made (a dry run pretends)
         self.done = imported_ids(memory, KIND)
         self.pending: list[str] = []
+        self.recorded = len(self.done)  # message ids the ledger holds, with the pending ones once written
+        self.dms: dict[tuple[str, str], str | None] = {}  # (agent, other agent) -> their DM channel
 
     def _made(self, what: str) -> None:
         self.report.items += 1
@@ -235,16 +267,22 @@ class _Import:
         self._made(f"member:{cid}:{aid}")
 
     def messages(self, sim: clock.SimulatedClock | None) -> None:
-        for row in self.db.rows("messages", "timestamp, id"):
+        rows = self.db.rows("messages", "timestamp, id")
+        written = self.written([row for row in rows if str(row["id"]) not in self.done])
+        for row in rows:
             mid = str(row["id"])
             self.report.seen += 1
             if mid in self.done:
                 self.report.skipped += 1
             else:
-                self.tick(row.get("timestamp"), sim)
-                self.message(row)
-                self.report.versions += 1
-                self.report.commits += 1
+                if mid in written:  # written by a run that stopped before its ledger commit
+                    self.report.skipped += 1
+                    self.tick(written[mid], sim)
+                else:
+                    self.tick(row.get("timestamp"), sim)
+                    self.message(row)
+                    self.report.versions += 1
+                    self.report.commits += 1
                 self.pending.append(mid)
                 if len(self.pending) >= LEDGER_EVERY:
                     self.ledger()
@@ -257,7 +295,8 @@ class _Import:
                 if not channel.archived:
                     self.actor(row["creator"]).archive(row["engram"])
 
-    def message(self, row: dict[str, Any]) -> None:
+    def post(self, row: dict[str, Any]) -> _Post:
+        """How a source message is written: by whom, where, with what (registering its sender if new)."""
         channel = self.channels.get(str(row["channel_id"]))
         if channel is None:
             raise ImportSourceError(
@@ -268,33 +307,96 @@ class _Import:
         confidence = row.get("confidence")
         if confidence is not None and "confidence" in metadata and metadata["confidence"] != confidence:
             metadata.pop("confidence")  # the column is claude-slack's confidence; engram keeps one
-        if self.dry:
-            return
         content = str(row["content"])
         if channel["kind"] == "notes":
             owner = self.agent(channel.get("owner_agent_name") or row["sender_id"],
                                channel.get("owner_agent_project_id"))  # fmt: skip
             tags = metadata.pop("tags", None)
-            self.actor(owner).write_note(content, confidence=confidence, metadata=metadata,
-                                         tags=[str(t) for t in tags] if isinstance(tags, list) else ())  # fmt: skip
-        elif channel["kind"] == "dm":
+            listed = [str(t) for t in tags] if isinstance(tags, list) else []
+            return _Post("notes", owner, owner, content, metadata, confidence, listed, owner)
+        if channel["kind"] == "dm":
             others = [m for m in channel["members"] if m != sender] or _dm_others(str(row["channel_id"]), sender)
-            self.actor(sender).dm(others[0], content, metadata=metadata, confidence=confidence)
+            return _Post("dm", sender, others[0], content, metadata, confidence, [], sender)
+        return _Post("channel", sender, channel["engram"], content, metadata, confidence, [], channel["creator"])
+
+    def message(self, row: dict[str, Any]) -> None:
+        post = self.post(row)
+        if self.dry:
+            return
+        if post.kind == "notes":
+            self.actor(post.author).write_note(post.content, confidence=post.confidence, metadata=post.metadata,
+                                               tags=post.tags)  # fmt: skip
+        elif post.kind == "dm":
+            self.actor(post.author).dm(post.to, post.content, metadata=post.metadata, confidence=post.confidence)
         else:
-            me = self.actor(sender)
-            if me.member(self.hub.channel(channel["engram"])) is None:
-                self.actor(channel["creator"]).invite(channel["engram"], sender)
-            me.send(channel["engram"], content, metadata=metadata, confidence=confidence)
+            me = self.actor(post.author)
+            if me.member(self.hub.channel(post.to)) is None:
+                self.actor(post.reader).invite(post.to, post.author)
+            me.send(post.to, post.content, metadata=post.metadata, confidence=post.confidence)
+
+    def written(self, rows: list[dict[str, Any]]) -> dict[str, datetime]:
+        """Of ``rows`` (the messages the ledger lacks, in order), those an earlier run wrote after its last ledger
+        commit: source id -> just after the time it was written at. They are the first part of ``rows``: each channel's
+        messages since that commit are matched in order, and the first message not found ends the search."""
+        last = self.memory.log(namespace=LEDGER[0], key=LEDGER[1], limit=1)
+        before = self.hub.reader(last[0].id.hex()) if last else None
+        tails: dict[str, list[Message]] = {}
+        found: dict[str, datetime] = {}
+        for row in rows:
+            post = self.post(row)
+            cid = self._channel_of(post)
+            if cid is None:
+                return found
+            if cid not in tails:
+                tails[cid] = self._since(cid, post.reader, before)
+            tail, ms = tails[cid], to_ms(row.get("timestamp"))
+            at = next((i for i, message in enumerate(tail) if post.same(message, ms)), None)
+            if at is None:
+                return found
+            found[str(row["id"])] = tail[at].created_at + timedelta(milliseconds=1)
+            del tail[: at + 1]
+        return found
+
+    def _channel_of(self, post: _Post) -> str | None:
+        """The engram channel a post goes to (None: a DM or notes channel that does not exist yet)."""
+        if post.kind == "channel":
+            return post.to
+        if post.author in self.created:  # new in this run (a dry run's): it wrote nothing yet
+            return None
+        me = self.actor(post.author)
+        if post.kind == "notes":
+            return me.notes_channel().id
+        key = (post.author, post.to)
+        if key not in self.dms:
+            dms = [c for c in me.readable() if c.kind == "dm" and me.member(c, post.to) is not None]
+            self.dms[key] = dms[0].id if dms else None
+        return self.dms[key]
+
+    def _since(self, cid: str, reader: str, before: Reader | None) -> list[Message]:
+        """The channel's messages after the ones it had at the last ledger commit (``before``), oldest first."""
+        if cid in self.created:
+            return []
+        try:
+            now = self.hub.channel(cid).count
+        except ChannelNotFoundError:  # no channel: nothing was written to it
+            return []
+        try:
+            then = 0 if before is None else self.hub.channel(cid, before).count
+        except ChannelNotFoundError:
+            then = 0
+        if now <= then:
+            return []
+        return self.actor(reader).messages(cid, after=then, limit=now - then)
 
     def ledger(self) -> None:
         if not self.pending:
             return
+        self.recorded += len(self.pending)
         if not self.dry:
             metadata = import_metadata(KIND, self.db.location, self.pending)
-            recorded = len(self.done) + self.report.versions
             with self.memory.transaction(f"import: {len(self.pending)} message(s) from {KIND}",
                                          metadata=metadata) as tx:  # fmt: skip
-                tx.put(*LEDGER, {"source": self.db.location, "messages": recorded, "last": self.pending[-1]})
+                tx.put(*LEDGER, {"source": self.db.location, "messages": self.recorded, "last": self.pending[-1]})
             if tx.commit is not None:
                 self.report.commit_ids.append(tx.commit.id.hex())
         self.report.commits += 1
