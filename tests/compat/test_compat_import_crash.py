@@ -46,8 +46,9 @@ def in_engram(mem: Memory) -> dict[str, list[tuple[str, str, dict[str, Any]]]]:
     hub = Channels(mem)
     backend, meta = hub.as_agent("backend-dev"), hub.as_agent("meta")
     dm = next(c.id for c in backend.readable() if c.kind == "dm")
+    notes = meta.notes_channel().id
     where = {"global:general": (meta, "global:general"), "proj_acme:dev": (backend, "acme:dev"),
-             "dm:Backend_Dev:frontend": (backend, dm), "notes:meta:global": (meta, meta.notes_channel().id)}  # fmt: skip
+             "dm:Backend_Dev:frontend": (backend, dm), "notes:meta:global": (meta, notes)}  # fmt: skip
     found = {}
     for source, (actor, cid) in where.items():
         messages = actor.messages(cid, limit=hub.channel(cid).count)
