@@ -45,12 +45,16 @@ def in_engram(mem: Memory) -> dict[str, list[tuple[str, str, dict[str, Any]]]]:
     """Per source channel, the messages engram holds (every one, oldest first)."""
     hub = Channels(mem)
     backend, meta = hub.as_agent("backend-dev"), hub.as_agent("meta")
-    dm = next(c.id for c in backend.readable() if c.kind == "dm")
+    dm = next((c.id for c in backend.readable() if c.kind == "dm"), None)  # made by the first DM sent
     notes = meta.notes_channel().id
     where = {"global:general": (meta, "global:general"), "proj_acme:dev": (backend, "acme:dev"),
              "dm:Backend_Dev:frontend": (backend, dm), "notes:meta:global": (meta, notes)}  # fmt: skip
-    found = {}
+    found: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
+    existing = {c.id for c in hub.list_channels_raw()}
     for source, (actor, cid) in where.items():
+        if cid not in existing:  # a DM or notes channel is made by its first message
+            found[source] = []
+            continue
         messages = actor.messages(cid, limit=hub.channel(cid).count)
         found[source] = [(m.sender, m.content, m.metadata) for m in messages]
     return found
