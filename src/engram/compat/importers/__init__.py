@@ -9,8 +9,10 @@
 - ``claude-slack``: claude-slack's SQLite database (projects, agents, channels, members, messages, notes), into
   :mod:`engram.channels`.
 
-Importing is idempotent: every commit records the source ids it wrote, and a re-run skips them (a second
-import adds nothing). ``dry_run=True`` counts what would be written and writes nothing.
+Importing is idempotent and exactly once under a crash: every commit records the source ids it wrote (in the
+same commit as the data; claude-slack's in a ledger commit, and a re-run finds the messages written after the last
+one), and a re-run skips them (a second import adds nothing; one after a crash completes it). ``dry_run=True``
+counts what would be written and writes nothing.
 """
 
 from __future__ import annotations
