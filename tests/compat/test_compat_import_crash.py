@@ -163,3 +163,24 @@ def test_engram_import_killed_by_sigkill_resumes_exactly_once(source: Path, tmp_
         assert import_from("claude-slack", source, mem).versions == 0 and len(mem.log()) == commits
     finally:
         mem.close()
+
+
+def test_messages_posted_in_engram_after_a_crash_are_neither_taken_nor_lost(
+    source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mem = engram.open(str(tmp_path / "store"), embedder="hashing")
+    with monkeypatch.context() as patched:
+        slack_source.crash_after("message", 120, _raise, patched.setattr)
+        with pytest.raises(Crash):
+            import_from("claude-slack", source, mem)
+    meta = Channels(mem).as_agent("meta")
+    meta.send("global:general", "posted live, between the crash and the re-run", metadata={"n": 1})
+    meta.send("global:general", "ack", metadata={"live": True})  # the source's text, not its metadata
+    report = import_from("claude-slack", source, mem)
+    assert (report.versions, report.skipped) == (COUNT - 120, 120)
+    got, want = in_engram(mem), expected(source)
+    live = [m for m in got["global:general"] if m[1].startswith("posted live") or m[2] == {"live": True}]
+    assert [m[1] for m in live] == ["posted live, between the crash and the re-run", "ack"]
+    got["global:general"] = [m for m in got["global:general"] if m not in live]
+    assert got == want
+    mem.close()
