@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sqlite3
 import tempfile
 import uuid
@@ -394,6 +395,23 @@ def test_claude_slack_round_trips_channels_members_messages_and_notes(claude_sla
     again = import_from("claude-slack", claude_slack_db, mem)
     assert (again.items, again.versions, again.commits, again.skipped) == (0, 0, 0, 6)
     assert mem.head.id == head
+
+
+def test_claude_slack_two_databases_with_the_same_ids_both_come_in(claude_slack_db: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other.db"
+    shutil.copy(claude_slack_db, other)
+    with sqlite3.connect(other) as db:  # the same integer ids, other messages
+        db.execute("UPDATE messages SET content = 'second team: ' || content, timestamp = timestamp + 1000")
+    mem = engram.open(":memory:", embedder="hashing")
+    import_from("claude-slack", claude_slack_db, mem)
+    second = import_from("claude-slack", other, mem)
+    assert (second.versions, second.skipped) == (6, 0)  # none taken for the first database's messages
+    general = Channels(mem).as_agent("meta").messages("global:general")
+    assert [m.content for m in general] == ["Welcome, team", "deployed", "second team: Welcome, team",
+                                            "second team: deployed"]  # fmt: skip
+    moved = tmp_path / "moved.db"
+    shutil.copy(claude_slack_db, moved)  # the first database, copied elsewhere: still recognised
+    assert import_from("claude-slack", moved, mem).skipped == 6
 
 
 def test_claude_slack_dry_run_counts_and_wrong_files(claude_slack_db: Path, langgraph_sqlite: Path) -> None:

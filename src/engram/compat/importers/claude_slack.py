@@ -23,6 +23,7 @@ that was not interrupted reads next to nothing.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sqlite3
@@ -82,6 +83,15 @@ class _Post:
         return (found.sender == self.author and found.content == self.content and found.metadata == self.metadata
                 and list(found.tags) == self.tags
                 and (ms is None or found.created_at.timestamp() * 1000 >= ms - 1))  # fmt: skip
+
+
+def source_id(row: dict[str, Any]) -> str:
+    """A message's id in the import ledger: claude-slack's integer id and a digest of where, by whom, when and
+    what, so that two claude-slack databases imported into one branch never take each other's messages for
+    imported ones (their integer ids overlap), and a database moved or copied elsewhere is still recognised."""
+    what = json.dumps([row.get("channel_id"), row.get("sender_id"), row.get("timestamp"), row.get("content")],
+                      default=str)  # fmt: skip
+    return f"{row['id']}:{hashlib.blake2b(what.encode(), digest_size=6).hexdigest()}"
 
 
 def engram_name(name: Any) -> str:
@@ -268,9 +278,9 @@ class _Import:
 
     def messages(self, sim: clock.SimulatedClock | None) -> None:
         rows = self.db.rows("messages", "timestamp, id")
-        written = self.written([row for row in rows if str(row["id"]) not in self.done])
+        written = self.written([row for row in rows if source_id(row) not in self.done])
         for row in rows:
-            mid = str(row["id"])
+            mid = source_id(row)
             self.report.seen += 1
             if mid in self.done:
                 self.report.skipped += 1
@@ -353,7 +363,7 @@ class _Import:
             at = next((i for i, message in enumerate(tail) if post.same(message, ms)), None)
             if at is None:
                 return found
-            found[str(row["id"])] = tail[at].created_at + timedelta(milliseconds=1)
+            found[source_id(row)] = tail[at].created_at + timedelta(milliseconds=1)
             del tail[: at + 1]
         return found
 
