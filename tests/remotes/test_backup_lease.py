@@ -133,11 +133,12 @@ def test_prune_during_a_backup_waits_and_loses_no_backup(remote_url: str, tmp_pa
     backing_up.join(30)
     pruning.join(30)
     assert not errors, errors
-    assert pruned[0].removed == ["b1"] and pruned[0].kept == ["b2"]  # it ran after the backup, on what it made
     fresh = open_remote(remote_url)
-    (newest,) = list_backups(fresh)
+    newest = list_backups(fresh)[-1]
     assert newest.name == "b2" and newest.refs["heads/main"] == mem.head.id
     assert verify_backup(fresh, newest).ok  # 0 backups lost: every chunk b2 reaches is there and intact
+    assert pruned[0].removed == ["b1"] and pruned[0].kept == ["b2"]  # it ran after the backup, on what it made
+    assert [b.name for b in list_backups(fresh)] == ["b2"]
 
 
 def test_sweep_marks_a_ref_set_while_it_marked(remote_url: str, tmp_path: Path) -> None:

@@ -76,12 +76,12 @@ def test_verify_names_a_flipped_byte_and_a_thorough_push_repairs_it(remote_url: 
     create_backup(mem.repo, open_remote(remote_url), "b1")
     victims = _packed_leaves(open_remote(remote_url), mem, 2)
     keys = {_flip(remote_url, cid) for cid in victims}
-    report = verify_backup(open_remote(remote_url), get_backup(open_remote(remote_url), "b1"))
-    assert not report.ok and sorted(report.corrupt) == sorted(cid.hex() for cid in victims)
-    assert {key for cid in victims for key in report.places[cid.hex()]} == keys
     code, shown = _run(tmp_path / "a", "backup", "verify", "--remote", remote_url)
     assert code == 2, shown
     assert all(f"corrupt chunk {cid.hex()}" in shown for cid in victims) and all(key in shown for key in keys)
+    report = verify_backup(open_remote(remote_url), get_backup(open_remote(remote_url), "b1"))
+    assert not report.ok and sorted(report.corrupt) == sorted(cid.hex() for cid in victims)
+    assert {key for cid in victims for key in report.places[cid.hex()]} == keys
     # an incremental backup trusts what the remote says it has: the repair is the thorough one
     code, shown = _run(tmp_path / "a", "push", remote_url, "--all", "--thorough")
     sent = re.search(r"sent (\d+) chunks", shown)
@@ -120,14 +120,6 @@ def test_restore_of_a_corrupt_backup_refuses_and_writes_nothing(remote_url: str,
     create_backup(mem.repo, open_remote(remote_url), "b1")
     (victim,) = _packed_leaves(open_remote(remote_url), mem, 1)
     key = _flip(remote_url, victim)
-    remote = open_remote(remote_url)
-    backup = get_backup(remote, "b1")
-    target = engram.open(str(tmp_path / "t"), embedder=None)
-    plan = plan_restore(remote, backup, target.repo)
-    assert not plan.ok and plan.corrupt == [victim.hex()] and plan.missing == []
-    with pytest.raises(IntegrityError):
-        restore_backup(remote, backup, target.repo)
-    assert is_fresh(target.repo) and target.repo.fsck().ok  # no ref moved: the store is as it was
     where = tmp_path / "restored"
     code, shown = _run(tmp_path / "a", "backup", "restore", "b1", "--to", str(where), "--dry-run", "--remote",
                        remote_url)  # fmt: skip
@@ -135,6 +127,14 @@ def test_restore_of_a_corrupt_backup_refuses_and_writes_nothing(remote_url: str,
     code, shown = _run(tmp_path / "a", "backup", "restore", "b1", "--to", str(where), "--remote", remote_url)
     assert code == 2 and "a restore refuses it" in shown, shown
     assert not where.exists()
+    remote = open_remote(remote_url)
+    backup = get_backup(remote, "b1")
+    target = engram.open(str(tmp_path / "t"), embedder=None)
+    with pytest.raises(IntegrityError):
+        restore_backup(remote, backup, target.repo)
+    assert is_fresh(target.repo) and target.repo.fsck().ok  # no ref moved: the store is as it was
+    plan = plan_restore(remote, backup, target.repo)
+    assert not plan.ok and plan.corrupt == [victim.hex()] and plan.missing == []
 
 
 def test_a_corrupt_leaf_in_a_store_is_an_integrity_error() -> None:
