@@ -16,6 +16,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from engram.errors import IntegrityError
+
 _LABEL = b"\x02"
 _ITEM = b"\x01"
 _END = b"\x00"
@@ -93,5 +95,8 @@ def dumps(obj: Any) -> bytes:
 
 
 def loads(data: bytes) -> Any:
-    """Parse JSON bytes."""
-    return json.loads(data)
+    """Parse stored JSON bytes; bytes that are not JSON are a corrupt chunk (:class:`IntegrityError`)."""
+    try:
+        return json.loads(data)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise IntegrityError(f"stored bytes that are not JSON: a corrupt chunk ({exc}); run fsck") from None

@@ -116,7 +116,9 @@ def remote_remove(ctx: click.Context, name: str) -> None:
 @click.argument("refs", nargs=-1)
 @click.option("--all", "everything", is_flag=True, help="Every branch, tag and store record.")
 @click.option("--force", is_flag=True, help="Move remote branches that diverged and tags that differ.")
-@click.option("--thorough", is_flag=True, help="Check every reachable chunk on the remote, not only new ones.")
+@click.option("--thorough", is_flag=True,
+              help="Read back every chunk the refs reach on the remote, check its hash, and re-send the missing "
+                   "and corrupt ones (the repair after `backup verify` found damage).")  # fmt: skip
 @click.pass_context
 @friendly
 def push(ctx: click.Context, remote_name: str, refs: tuple[str, ...], everything: bool, force: bool,
@@ -209,14 +211,21 @@ remote_option = click.option("--remote", "remote_name", default="origin", show_d
 @click.option("--metrics-file", type=click.Path(dir_okay=False),
               help="On success, write the backup's time (engram_last_backup_success_timestamp_seconds) here, "
                    "for node_exporter's textfile collector.")  # fmt: skip
+@click.option(
+    "--thorough",
+    is_flag=True,
+    help="Read back every chunk on the remote, check its hash and re-send the missing and corrupt ones.",
+)
 @click.pass_context
 @friendly
-def backup_create(ctx: click.Context, remote_name: str, name: str | None, metrics_file: str | None) -> None:
+def backup_create(ctx: click.Context, remote_name: str, name: str | None, metrics_file: str | None,
+                  thorough: bool) -> None:  # fmt: skip
     """Back up every branch, tag and store record, sending only the chunks the remote lacks."""
     mem = store_of(ctx)
     _, target = _remote(ctx, remote_name)
     with _progress() as progress:
-        made, report = backups.create_backup(mem.repo, target, name, actor=mem.author, progress=progress)
+        made, report = backups.create_backup(mem.repo, target, name, actor=mem.author, progress=progress,
+                                             thorough=thorough)  # fmt: skip
     if metrics_file is not None:
         write_textfile(metrics_file)
     items, sent = plural(sum(made.items.values()), "item"), plural(report.chunks, "chunk")
@@ -250,7 +259,8 @@ def backup_list(ctx: click.Context, remote_name: str, as_json: bool) -> None:
 @click.pass_context
 @friendly
 def backup_verify(ctx: click.Context, name: str | None, remote_name: str) -> None:
-    """Read back every chunk of a backup (default: all of them) and check its hash; exit 2 on damage."""
+    """Read back every chunk of a backup (default: all of them) and check its hash; name each missing or corrupt
+    chunk, the objects holding it and every pack whose index cannot be read; exit 2 on any damage."""
     _, source = _remote(ctx, remote_name)
     chosen = [backups.get_backup(source, name)] if name else backups.list_backups(source)
     damaged = 0
@@ -259,7 +269,10 @@ def backup_verify(ctx: click.Context, name: str | None, remote_name: str) -> Non
             report = backups.verify_backup(source, b, advance)
         state = "[green]ok[/green]" if report.ok else (
             f"[red]{len(report.missing)} missing, {len(report.corrupt)} corrupt[/red]")  # fmt: skip
+        if report.damaged:
+            state += f" [red]({len(report.damaged)} unreadable pack index(es))[/red]"
         out.print(f"{escape(b.name)}: {plural(report.commits, 'commit')}, {plural(report.nodes, 'tree node')}: {state}")
+        _print_damage(report.missing, report.corrupt, report.places, report.damaged)
         damaged += not report.ok
     if damaged:
         sys.exit(2)
@@ -278,7 +291,7 @@ def backup_restore(ctx: click.Context, name: str, to: str, dry_run: bool, force:
     _, source = _remote(ctx, remote_name)
     chosen = backups.get_backup(source, name)
     path = local_file(to)
-    if dry_run and path is not None and not path.exists():  # plan against what opening would create: nothing written
+    if path is not None and not path.exists():  # plan against what opening would create: nothing written yet
         target = Repository(MemoryChunkStore(), MemoryRefStore())
         target.init()
     else:
@@ -290,9 +303,18 @@ def backup_restore(ctx: click.Context, name: str, to: str, dry_run: bool, force:
     for ref, (old, new) in plan.changes.items():
         change = "unchanged" if old == new else f"{_was(target, old)} -> {new.hex()[:10]}"
         out.print(f"  {escape(ref)}: {change}")
+    if not plan.ok:
+        note = " (dry run: nothing written)" if dry_run else ""
+        err.print(f"[red]the backup is damaged on the remote: {len(plan.missing)} missing, {len(plan.corrupt)} "
+                  f"corrupt; a restore refuses it[/red]{note}")  # fmt: skip
+        bad = {hex_id: source.chunks.bad_copies(bytes.fromhex(hex_id)) for hex_id in plan.corrupt}
+        _print_damage(plan.missing, plan.corrupt, bad)
+        sys.exit(2)
     if dry_run:
         out.print("dry run: nothing written")
         return
+    if path is not None and not path.exists():  # a damaged backup (above) leaves no store behind
+        target = open_repository(to)
     with _progress() as progress:
         report = backups.restore_backup(source, chosen, target, force=force, progress=progress)
     fsck = report.fsck
@@ -301,6 +323,24 @@ def backup_restore(ctx: click.Context, name: str, to: str, dry_run: bool, force:
               f"[red]{len(fsck.missing)} missing, {len(fsck.corrupt)} corrupt[/red]"))  # fmt: skip
     if not fsck.ok:
         sys.exit(2)
+
+
+#: At most this many damaged chunks are named (the summary says how many there are).
+MAX_NAMED = 100
+
+
+def _print_damage(
+    missing: list[str], corrupt: list[str], places: dict[str, list[str]], unreadable: dict[str, str] | None = None
+) -> None:  # fmt: skip
+    """Name each damaged pack index and each missing or corrupt chunk (with the objects holding a bad copy)."""
+    for pack, why in (unreadable or {}).items():
+        err.print(f"  [red]unreadable index[/red] {escape(pack)}.idx: {escape(why)}", soft_wrap=True)
+    named = [(hex_id, "corrupt") for hex_id in corrupt] + [(hex_id, "missing") for hex_id in missing]
+    for hex_id, kind in named[:MAX_NAMED]:
+        where = ", ".join(places.get(hex_id, []))
+        err.print(f"  [red]{kind}[/red] chunk {hex_id}" + (f" in {escape(where)}" if where else ""), soft_wrap=True)
+    if len(named) > MAX_NAMED:
+        err.print(f"  ... and {len(named) - MAX_NAMED} more")
 
 
 def _was(target: Repository, old: ChunkId | None) -> str:
@@ -326,7 +366,8 @@ def _was(target: Repository, old: ChunkId | None) -> str:
 def backup_prune(ctx: click.Context, keep_last: int | None, keep_days: float | None, dry_run: bool,
                  remote_name: str) -> None:  # fmt: skip
     """Remove backups past the retention rules, then delete the remote's chunks no kept backup reaches
-    (chunks written in the last 10 minutes are kept). Do not run it while a push to that remote runs."""
+    (chunks written in the last 10 minutes are kept). It holds the remote's lease: it waits for running backups
+    and backups wait for it. Do not run it while a push to that remote runs."""
     _, source = _remote(ctx, remote_name)
     with counter("sweeping chunks") as advance:
         report = backups.prune_backups(source, keep_last=keep_last, keep_days=keep_days, dry_run=dry_run,

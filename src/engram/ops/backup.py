@@ -6,10 +6,14 @@ says when, by whom, how many items and how many bytes. Only the chunks the remot
 after a few changes costs a few chunks. A backup without its manifest was interrupted: it is not listed and the
 next prune removes it.
 
-``verify`` reads back every chunk a backup reaches and checks its hash; ``restore`` copies a backup into a store
-and then runs a full ``fsck`` there; ``prune`` drops backups past a retention rule, then sweeps the chunks that
-no kept backup (nor any other ref of the remote) reaches, parents before children so that an interrupted sweep
-never leaves a chunk without what it refers to.
+``verify`` reads back every chunk a backup reaches and checks its hash, naming each bad chunk, the objects
+holding it and every pack whose index cannot be read; ``create_backup(thorough=True)`` (automatic when the remote
+has such a pack) reads back what is there and re-sends what is missing or corrupt. ``restore`` checks every
+chunk as it copies and refuses a damaged backup before writing anything (:class:`IntegrityError`), then runs a
+full ``fsck`` there; ``prune`` drops backups past a retention rule, then sweeps the chunks that no kept backup
+(nor any other ref of the remote) reaches, parents before children so that an interrupted sweep never leaves a
+chunk without what it refers to, re-reading the refs after marking. Backups share the remote's lease
+(:mod:`engram.ops.remotes.lease`) and a prune holds it alone, so a sweep never runs beside a backup.
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ from datetime import UTC, datetime, timedelta
 from engram import observe
 from engram.backends.base import now_ms
 from engram.errors import ConflictError, IntegrityError, InvalidInputError, NotFoundError
-from engram.hashing import ChunkId, chunk_id
+from engram.hashing import ChunkId
 from engram.maintenance import GC_GRACE_MS, FsckReport, iter_reachable, roots
 from engram.objects import decode_commit, encode_commit, is_commit
+from engram.ops.remotes.lease import hold_lease
 from engram.ops.remotes.stores import Remote
 from engram.ops.remotes.sync import (
     BATCH,
@@ -41,6 +46,8 @@ from engram.tree import NodeStore, count, decode_node, empty_tree
 
 BACKUPS = "backups/"
 MANIFEST = "/manifest"
+#: The sweep's rank of an unreachable chunk whose bytes do not hash right (its level cannot be read).
+CORRUPT = -2
 
 
 @dataclass(frozen=True)
@@ -73,24 +80,52 @@ def default_name(time_ms: int) -> str:
 
 def create_backup(
     repo: Repository, remote: Remote, name: str | None = None, *, actor: str = "engram",
-    progress: Progress | None = None,
+    progress: Progress | None = None, thorough: bool = False, lease_wait: float = 600.0,
 ) -> tuple[Backup, TransferReport]:  # fmt: skip
     """Back up every branch, tag and store record of ``repo`` to ``remote`` as backup ``name`` (default: from the
-    time); returns the backup and what was sent."""
+    time); returns the backup and what was sent.
+
+    ``thorough`` reads back every chunk the backup reaches on the remote and re-sends the missing and corrupt
+    ones (the repair after ``verify`` found damage); it is automatic when a pack index of the remote cannot be
+    read. The backup holds the remote's lease (shared with other backups, waiting up to ``lease_wait`` seconds
+    for a prune to end)."""
     time = now_ms()
     name = name or default_name(time)
     if not name or "/" in name or name.strip() != name:
         raise InvalidInputError(f"invalid backup name {name!r}: no '/' and no surrounding spaces")
-    if remote.refs.get(_prefix(name) + MANIFEST) is not None:
-        raise ConflictError(f"a backup named {name!r} exists on {remote.url}")
-    refs = full_names(repo, None)
+    with hold_lease(remote.chunks.bucket, "backup", who=actor, wait=lease_wait) as lease:
+        if remote.refs.get(_prefix(name) + MANIFEST) is not None:
+            raise ConflictError(f"a backup named {name!r} exists on {remote.url}")
+        thorough = thorough or bool(remote.chunks.damaged)
+        refs = full_names(repo, None)
+        report = _send(repo, remote, name, refs, actor, progress, thorough)
+        lease.check()
+        return _write_manifest(repo, remote, name, refs, time, actor, report), report
+
+
+def _send(
+    repo: Repository, remote: Remote, name: str, refs: dict[str, ChunkId], actor: str, progress: Progress | None,
+    thorough: bool,
+) -> TransferReport:  # fmt: skip
+    """Send the chunks ``refs`` reach, then set the backup's refs on the remote."""
     known = {cid for ref, cid in remote.refs.list().items() if not ref.startswith("meta/") and "/meta/" not in ref}
-    report = copy_chunks(repo.chunks, remote.chunks, set(refs.values()), known=known, progress=progress)
+    report = copy_chunks(repo.chunks, remote.chunks, set(refs.values()), known=known, progress=progress,
+                         thorough=thorough)  # fmt: skip
+    if thorough:
+        remote.chunks.quarantine_damaged()  # what their unreadable indexes held was just sent again
     wanted = {f"{_prefix(name)}/refs/{ref}": cid for ref, cid in refs.items()}
     before: dict[str, ChunkId | None] = {ref: remote.refs.get(ref) for ref in wanted}
     move_refs(remote.refs, wanted, before, report, actor=actor, reason=f"backup {name}")
     if report.rejected:
         raise ConflictError(f"backup {name!r} collided with another one being written; nothing is listed")
+    return report
+
+
+def _write_manifest(
+    repo: Repository, remote: Remote, name: str, refs: dict[str, ChunkId], time: int, actor: str,
+    report: TransferReport,
+) -> Backup:  # fmt: skip
+    """Write the manifest of a backup whose refs are set (last: from now on it is listed)."""
     items = {ref[len(HEADS) :]: count(repo.nodes, repo.commit(cid).tree) for ref, cid in refs.items()
              if ref.startswith(HEADS)}  # fmt: skip
     metadata = {"backup": name, "refs": {ref: cid.hex() for ref, cid in refs.items()}, "items": items,
@@ -101,7 +136,7 @@ def create_backup(
     if not remote.refs.set(_prefix(name) + MANIFEST, cid, None, actor=actor, reason=f"backup {name}"):
         raise ConflictError(f"a backup named {name!r} was written meanwhile")
     observe.backup_succeeded(metric_label(remote.url), time / 1000)  # engram_last_backup_success_timestamp_seconds
-    return _backup(cid, data), report
+    return _backup(cid, data)
 
 
 def metric_label(url: str) -> str:
@@ -140,12 +175,29 @@ def get_backup(remote: Remote, name: str) -> Backup:
     raise NotFoundError(f"no backup {name!r} on {remote.url} (newest: {known})")
 
 
-def verify_backup(remote: Remote, backup: Backup, progress: Callable[[int], None] | None = None) -> FsckReport:
+@dataclass(frozen=True)
+class VerifyReport(FsckReport):
+    """What :func:`verify_backup` found: fsck's counts and bad chunks, the objects holding each corrupt chunk
+    (``places``: chunk hex -> object keys) and the remote's packs whose index cannot be read (``damaged``: pack
+    -> reason; their chunks count as missing)."""
+
+    places: dict[str, list[str]] = field(default_factory=dict)
+    damaged: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when every chunk is there and hashes right, and every pack index of the remote can be read."""
+        return not self.missing and not self.corrupt and not self.damaged
+
+
+def verify_backup(remote: Remote, backup: Backup, progress: Callable[[int], None] | None = None) -> VerifyReport:
     """Read back every chunk ``backup`` reaches on the remote and check its hash (nothing is restored).
 
     The same check as :func:`engram.maintenance.fsck`, walked level by level so that each level's chunks are
     read in large parallel batches: on S3 a depth-first walk would wait for one small batch at a time.
     """
+    damaged = remote.chunks.damaged
+    places: dict[str, list[str]] = {}
     seen: set[ChunkId] = set()
     wave = list(dict.fromkeys(backup.refs.values()))
     counts = {"commit": 0, "node": 0}
@@ -156,13 +208,14 @@ def verify_backup(remote: Remote, backup: Backup, progress: Callable[[int], None
         following: list[ChunkId] = []
         for i in range(0, len(wave), BATCH):
             batch = wave[i : i + BATCH]
-            found = remote.chunks.get_many(batch)
+            found, bad = remote.chunks.read_checked(batch)
             for cid in batch:
                 data = found.get(cid)
-                if data is None:
-                    missing.append(cid.hex())
-                elif chunk_id(data) != cid:
+                if cid in bad:
                     corrupt.append(cid.hex())
+                    places[cid.hex()] = sorted(bad[cid])
+                elif data is None:
+                    missing.append(cid.hex())
                 elif is_commit(data):
                     commit = decode_commit(cid, data)
                     counts["commit"] += 1
@@ -178,18 +231,26 @@ def verify_backup(remote: Remote, backup: Backup, progress: Callable[[int], None
             if progress is not None:
                 progress(len(batch))
         wave = [cid for cid in dict.fromkeys(following) if cid not in seen]
-    return FsckReport(counts["commit"], counts["node"], missing, corrupt)
+    return VerifyReport(counts["commit"], counts["node"], missing, corrupt, places, damaged)
 
 
 @dataclass(frozen=True)
 class RestorePlan:
-    """What restoring a backup into a store does: ``changes`` maps each ref to (its value there now, after)."""
+    """What restoring a backup into a store does: ``changes`` maps each ref to (its value there now, after);
+    ``missing`` and ``corrupt`` (chunk hex) are the damage found on the remote, which makes a restore refuse."""
 
     backup: Backup
     commits: int
     chunks: int
     bytes: int
     changes: dict[str, tuple[ChunkId | None, ChunkId]]
+    missing: list[str] = field(default_factory=list)
+    corrupt: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when every chunk to copy was read intact from the remote."""
+        return not self.missing and not self.corrupt
 
 
 @dataclass(frozen=True)
@@ -202,7 +263,8 @@ class RestoreReport:
 
 
 def plan_restore(remote: Remote, backup: Backup, target: Repository) -> RestorePlan:
-    """What :func:`restore_backup` would copy and change at ``target`` (nothing is written: the dry run)."""
+    """What :func:`restore_backup` would copy and change at ``target`` (nothing is written: the dry run); every
+    chunk to copy is read and checked, so the plan names the damage a restore would refuse."""
     plan = plan_copy(remote.chunks, target.chunks, set(backup.refs.values()))
     seen: set[ChunkId] = set()
     commits = 0
@@ -211,12 +273,13 @@ def plan_restore(remote: Remote, backup: Backup, target: Repository) -> RestoreP
         batch = [cid for cid in dict.fromkeys(todo[-500:]) if cid not in seen]
         del todo[-500:]
         seen.update(batch)
-        for cid, data in remote.chunks.get_many(batch).items():
+        for cid, data in remote.chunks.read_checked(batch)[0].items():
             if is_commit(data):
                 commits += 1
                 todo.extend(decode_commit(cid, data).parents)
     changes = {ref: (target.refs.get(ref), cid) for ref, cid in backup.refs.items()}
-    return RestorePlan(backup, commits, plan.chunks, plan.bytes, changes)
+    return RestorePlan(backup, commits, plan.chunks, plan.bytes, changes, [c.hex() for c in plan.missing],
+                       [c.hex() for c in plan.corrupt])  # fmt: skip
 
 
 def restore_backup(
@@ -224,7 +287,9 @@ def restore_backup(
     progress: Progress | None = None,
 ) -> RestoreReport:  # fmt: skip
     """Copy ``backup`` into ``target`` (a fresh store, unless ``force``), then ``fsck`` the whole store (the
-    report's plan is what was done: :func:`plan_restore` is the dry run)."""
+    report's plan is what was done: :func:`plan_restore` is the dry run). Every chunk is checked as it is read:
+    a damaged backup raises :class:`IntegrityError` (or :class:`ChunkNotFoundError`) before anything is written
+    or any ref moves."""
     changes = {ref: (target.refs.get(ref), cid) for ref, cid in backup.refs.items()}
     transfer = clone_into(target, remote.chunks, remote.refs, refs=dict(backup.refs), force=force, actor=actor,
                           progress=progress)  # fmt: skip
@@ -248,13 +313,30 @@ class PruneReport:
 
 def prune_backups(
     remote: Remote, *, keep_last: int | None = None, keep_days: float | None = None, dry_run: bool = False,
-    grace_ms: int = GC_GRACE_MS, progress: Callable[[int], None] | None = None,
+    grace_ms: int = GC_GRACE_MS, progress: Callable[[int], None] | None = None, lease_wait: float = 600.0,
 ) -> PruneReport:  # fmt: skip
     """Keep the newest ``keep_last`` backups and those younger than ``keep_days`` (either rule keeps a backup),
     remove the rest, then delete every chunk of the remote nothing reaches any more (written over ``grace_ms``
-    ago: a push running meanwhile keeps its chunks). Do not prune while a push to the same remote runs."""
+    ago: a push running meanwhile keeps its chunks). The prune holds the remote's lease alone (waiting up to
+    ``lease_wait`` seconds for running backups to end), so no backup runs beside it; do not push meanwhile."""
     if keep_last is None and keep_days is None:
         raise InvalidInputError("say what to keep: --keep-last N and/or --keep-days D")
+    if dry_run:
+        return _choose(remote, keep_last, keep_days, dry_run=True)
+    with hold_lease(remote.chunks.bucket, "prune", wait=lease_wait) as lease:
+        chosen = _choose(remote, keep_last, keep_days, dry_run=False)
+        complete = set(chosen.kept)
+        for ref, cid in remote.refs.list(BACKUPS).items():
+            name = ref[len(BACKUPS) :].split("/", 1)[0]
+            if name not in complete:  # removed backups, and interrupted ones (no manifest; none runs: the lease)
+                remote.refs.delete(ref, cid, reason="prune")
+        lease.check()
+        removed_chunks, kept_chunks = sweep(remote, grace_ms=grace_ms, progress=progress)
+    return PruneReport(chosen.removed, chosen.kept, removed_chunks, kept_chunks)
+
+
+def _choose(remote: Remote, keep_last: int | None, keep_days: float | None, *, dry_run: bool) -> PruneReport:
+    """The backups a retention rule keeps and removes (nothing is changed)."""
     backups = sorted(list_backups(remote), key=lambda b: (b.time, b.name), reverse=True)
     horizon = None if keep_days is None else now_ms() - int(timedelta(days=keep_days).total_seconds() * 1000)
     kept: list[Backup] = []
@@ -262,31 +344,30 @@ def prune_backups(
     for i, backup in enumerate(backups):
         recent = horizon is not None and backup.time >= horizon
         (kept if (keep_last is not None and i < keep_last) or recent else removed).append(backup)
-    if dry_run:
-        return PruneReport([b.name for b in removed], [b.name for b in kept], 0, 0, dry_run=True)
-    complete = {b.name for b in kept}
-    for ref, cid in remote.refs.list(BACKUPS).items():
-        name = ref[len(BACKUPS) :].split("/", 1)[0]
-        if name not in complete:  # removed backups, and interrupted ones (no manifest)
-            remote.refs.delete(ref, cid, reason="prune")
-    removed_chunks, kept_chunks = sweep(remote, grace_ms=grace_ms, progress=progress)
-    return PruneReport([b.name for b in removed], [b.name for b in kept], removed_chunks, kept_chunks)
+    return PruneReport([b.name for b in removed], [b.name for b in kept], 0, 0, dry_run=dry_run)
 
 
 def sweep(
     remote: Remote, *, grace_ms: int = GC_GRACE_MS, progress: Callable[[int], None] | None = None
 ) -> tuple[int, int]:
     """Mark and sweep on the remote itself: delete the chunks no ref reaches, written over ``grace_ms`` ago,
-    commits first and then tree nodes from the top level down; returns (removed, kept)."""
+    commits first and then tree nodes from the top level down; returns (removed, kept). After marking, the refs
+    are read again and what a new or moved ref reaches is marked too, until they hold still."""
     candidates = set(remote.chunks.iter_ids(written_before=now_ms() - grace_ms))
     start, _ = roots(remote.refs, keep_reflog_ms=0)
+    marked = set(start)
     reachable = {cid for cid, _ in iter_reachable(remote.chunks, NodeStore(remote.chunks), start)}
+    while fresh := roots(remote.refs)[0] - marked:  # refs set while marking (a ref moved by a push)
+        marked |= fresh
+        reachable.update(cid for cid, _ in iter_reachable(remote.chunks, NodeStore(remote.chunks), fresh))
     doomed = list(candidates - reachable)
     ranked: list[tuple[int, ChunkId]] = []
     for i in range(0, len(doomed), 500):
-        for cid, data in remote.chunks.get_many(doomed[i : i + 500]).items():
-            ranked.append((-1 if is_commit(data) else decode_node(cid, data).level, cid))
-    for level in sorted({rank for rank, _ in ranked}, key=lambda r: (r >= 0, -r)):  # commits, then top level down
+        found, bad = remote.chunks.read_checked(doomed[i : i + 500])
+        ranked.extend((-1 if is_commit(data) else decode_node(cid, data).level, cid) for cid, data in found.items())
+        ranked.extend((CORRUPT, cid) for cid in bad)  # unreadable anyway: deleted last
+    order = sorted({rank for rank, _ in ranked}, key=lambda r: (r == CORRUPT, r >= 0, -r))  # commits, then top down
+    for level in order:
         batch = [cid for rank, cid in ranked if rank == level]
         for i in range(0, len(batch), 1000):
             remote.chunks.delete_many(batch[i : i + 1000])
@@ -301,6 +382,7 @@ __all__ = [
     "PruneReport",
     "RestorePlan",
     "RestoreReport",
+    "VerifyReport",
     "create_backup",
     "default_name",
     "get_backup",

@@ -15,10 +15,9 @@ A remote passes the storage contract suites (:mod:`engram.testing`) like every l
 from __future__ import annotations
 
 import builtins
-import hashlib
 import json
+import logging
 import os
-import struct
 import threading
 import time
 from collections import OrderedDict
@@ -30,13 +29,17 @@ from urllib.parse import quote, unquote
 from engram.backends.base import ChunkStore, RefLogEntry, RefStore, now_ms
 from engram.backends.buckets import Bucket
 from engram.breakers import RetryPolicy
-from engram.errors import StorageError
-from engram.hashing import ID_SIZE, ChunkId
+from engram.errors import IntegrityError, StorageError
+from engram.hashing import ID_SIZE, ChunkId, chunk_id
 from engram.ops.remotes.buckets import open_bucket
+from engram.ops.remotes.packs import PACK_BYTES, PACKS, Pack, decode_index, make_packs, slice_pack
 from engram.runtime import Threads
 
+log = logging.getLogger("engram.remotes")
+
 CHUNKS = "chunks/"
-PACKS = "packs/"
+#: Where packs whose index cannot be read are moved by :meth:`BucketChunkStore.quarantine_damaged`.
+DAMAGED = "damaged/"
 REFS = "refs/"
 REFLOG = "reflog/"
 #: Up to this many ids, ``has_many`` asks about each one (when no listing is at hand) instead of listing.
@@ -45,8 +48,6 @@ HEAD_MAX = 8
 LISTING_TTL = 60.0
 #: From this many chunks on, a write is packs (one object of chunks plus its index) instead of one object each.
 PACK_MIN = 16
-#: Bytes of chunks in one pack at most; larger writes make several packs, written in parallel.
-PACK_BYTES = 8 << 20
 #: A read that wants at least this share of a pack's bytes reads the whole pack, else byte ranges of it.
 FULL_READ_SHARE = 0.25
 #: Gaps up to this many bytes between wanted chunks of a pack are read through (one ranged request).
@@ -55,10 +56,6 @@ RANGE_GAP = 64 << 10
 PACK_CACHE_BYTES = 128 << 20
 #: Parallel requests of one read.
 READERS = 16
-
-_IDX_HEAD = struct.Struct(">4sqI")  # magic, written (UTC ms), entries
-_IDX_ENTRY = struct.Struct(f">{ID_SIZE}sQI")  # chunk id, offset, length
-_IDX_MAGIC = b"EPK1"
 
 
 def chunk_key(cid: ChunkId) -> str:
@@ -76,62 +73,6 @@ def _chunk_of(key: str) -> ChunkId | None:
     return cid if len(cid) == ID_SIZE else None
 
 
-@dataclass(frozen=True)
-class Pack:
-    """One pack: ``<name>.pack`` (chunks back to back) and ``<name>.idx`` (id, offset, length of each, and the
-    write time), written in that order, so a pack is visible only once complete."""
-
-    name: str
-    written: int
-    entries: dict[ChunkId, tuple[int, int]]
-
-    @property
-    def size(self) -> int:
-        """Bytes of the pack object."""
-        return sum(length for _, length in self.entries.values())
-
-    def encode_index(self) -> bytes:
-        """The index object's bytes."""
-        head = _IDX_HEAD.pack(_IDX_MAGIC, self.written, len(self.entries))
-        return head + b"".join(_IDX_ENTRY.pack(cid, at, n) for cid, (at, n) in self.entries.items())
-
-
-def decode_index(name: str, data: bytes) -> Pack:
-    """A pack from its index object (a damaged index is a :class:`StorageError`)."""
-    try:
-        magic, written, count = _IDX_HEAD.unpack_from(data)
-        if magic != _IDX_MAGIC or len(data) != _IDX_HEAD.size + count * _IDX_ENTRY.size:
-            raise ValueError("bad header or size")
-        entries = {
-            cid: (at, n) for cid, at, n in _IDX_ENTRY.iter_unpack(data[_IDX_HEAD.size :])
-        }  # fmt: skip
-    except (struct.error, ValueError) as exc:
-        raise StorageError(f"the index of pack {name} on the remote is damaged ({exc})") from None
-    return Pack(name, written, entries)
-
-
-def make_packs(items: list[tuple[ChunkId, bytes]], written: int, limit: int = PACK_BYTES) -> list[tuple[Pack, bytes]]:
-    """Chunks cut into packs of at most ``limit`` bytes (in the order given: a walk reads them back in that
-    order), each named by the hash of its ids, so writing the same chunks again rewrites the same pack."""
-    packs: list[tuple[Pack, bytes]] = []
-    run: list[tuple[ChunkId, bytes]] = []
-    size = 0
-    for cid, data in [*items, (b"", b"")]:
-        if run and (not cid or size + len(data) > limit):
-            name = PACKS + hashlib.blake2b(b"".join(c for c, _ in run), digest_size=20).hexdigest()
-            entries: dict[ChunkId, tuple[int, int]] = {}
-            at = 0
-            for one, body in run:
-                entries[one] = (at, len(body))
-                at += len(body)
-            packs.append((Pack(name, written, entries), b"".join(body for _, body in run)))
-            run, size = [], 0
-        if cid:
-            run.append((cid, data))
-            size += len(data)
-    return packs
-
-
 class BucketChunkStore(ChunkStore):
     """Chunks in a bucket: a write of many chunks is packs, a write of a few is one object per chunk ("loose").
 
@@ -146,7 +87,10 @@ class BucketChunkStore(ChunkStore):
         self._listed: set[ChunkId] | None = None  # loose chunks, from a listing reused for LISTING_TTL seconds
         self._listed_at = 0.0
         self._packs: dict[str, Pack] | None = None  # every pack, from a listing reused for LISTING_TTL seconds
-        self._where: dict[ChunkId, str] = {}  # chunk id -> a pack holding it
+        self._where: dict[ChunkId, str] = {}  # chunk id -> the newest pack holding it
+        self._older: dict[ChunkId, list[str]] = {}  # chunk id -> the other packs holding it, newest first
+        self._damaged: dict[str, str] = {}  # pack -> why its index cannot be read (its chunks are unreadable)
+        self._bad: dict[ChunkId, set[str]] = {}  # chunk id -> objects read with a copy that does not hash right
         self._packs_at = 0.0
         self._listing = threading.RLock()
         self._cache: OrderedDict[str, bytes] = OrderedDict()  # whole packs read lately
@@ -172,8 +116,16 @@ class BucketChunkStore(ChunkStore):
                 fresh = [name for name in names if name not in known]
                 found = self.bucket.get_many(name + ".idx" for name in fresh)
                 packs = {name: known[name] for name in names if name in known}
-                packs.update({name: decode_index(name, found[name + ".idx"]) for name in fresh
-                              if name + ".idx" in found})  # fmt: skip
+                damaged: dict[str, str] = {}
+                for name in fresh:
+                    if name + ".idx" not in found:
+                        continue  # removed by a sweep since the listing
+                    try:
+                        packs[name] = decode_index(name, found[name + ".idx"])
+                    except StorageError as exc:  # the pack's chunks count as absent: a thorough copy re-sends them
+                        damaged[name] = str(exc)
+                        log.warning("%s; its chunks count as absent until a thorough push re-sends them", exc)
+                self._damaged = damaged
                 self._set_packs(packs)
             assert self._packs is not None
             return self._packs, self._where
@@ -181,23 +133,85 @@ class BucketChunkStore(ChunkStore):
     def _set_packs(self, packs: dict[str, Pack]) -> None:
         self._packs = packs
         self._packs_at = time.monotonic()
-        self._where = {cid: name for name, pack in sorted(packs.items(), key=lambda p: p[1].written)
-                       for cid in pack.entries}  # fmt: skip
+        where: dict[ChunkId, str] = {}
+        older: dict[ChunkId, list[str]] = {}
+        for name, pack in sorted(packs.items(), key=lambda p: p[1].written):
+            for cid in pack.entries:
+                before = where.get(cid)
+                if before is not None:
+                    older.setdefault(cid, []).insert(0, before)
+                where[cid] = name
+        self._where, self._older = where, older
+
+    @property
+    def damaged(self) -> dict[str, str]:
+        """Packs whose index cannot be read (as of the last listing), each with the reason."""
+        self._index()
+        return dict(self._damaged)
+
+    def bad_copies(self, cid: ChunkId) -> list[str]:
+        """The objects this store read a copy of ``cid`` from that does not hash to its id."""
+        with self._listing:
+            return sorted(self._bad.get(cid, ()))
 
     def get_many(self, ids: Iterable[ChunkId]) -> dict[ChunkId, bytes]:
+        """The chunks found, each checked against its id: a copy that does not hash right is passed over for
+        another copy (in an older pack, or loose); a chunk with no good copy is an :class:`IntegrityError`."""
+        found, bad = self.read_checked(ids)
+        if bad:
+            cid, places = next(iter(bad.items()))
+            raise IntegrityError(f"chunk {cid.hex()} on the remote is corrupt (in {', '.join(sorted(places))}); "
+                                 f"{len(bad)} corrupt in this read: `engram backup verify` names them all")  # fmt: skip
+        return found
+
+    def read_checked(self, ids: Iterable[ChunkId]) -> tuple[dict[ChunkId, bytes], dict[ChunkId, set[str]]]:
+        """(the chunks found with a good copy, the chunks found only in copies that do not hash right, each with
+        the objects holding those copies); a chunk in neither is absent."""
         wanted = list(dict.fromkeys(ids))
+        found: dict[ChunkId, bytes] = {}
+        bad: dict[ChunkId, set[str]] = {}
         if not wanted:
-            return {}
+            return found, bad
         packs, where = self._index()
-        found = self._read_packed([cid for cid in wanted if cid in where], packs, where)
+        self._read_copies([cid for cid in wanted if cid in where], packs, found, bad)
         rest = {chunk_key(cid): cid for cid in wanted if cid not in found}
         if rest:
-            found.update({rest[key]: data for key, data in self.bucket.get_many(rest).items()})
-            still = [cid for cid in rest.values() if cid not in found]
+            loose = self.bucket.get_many(rest)
+            self._check({rest[key]: data for key, data in loose.items()}, {cid: key for key, cid in rest.items()},
+                        found, bad)  # fmt: skip
+            still = [cid for cid in rest.values() if cid not in found and cid not in bad]
             if still:  # packed by another process since our listing, or repacked by a sweep
                 packs, where = self._index(refresh=True)
-                found.update(self._read_packed([cid for cid in still if cid in where], packs, where))
-        return found
+                self._read_copies([cid for cid in still if cid in where], packs, found, bad)
+        return found, {cid: places for cid, places in bad.items() if cid not in found}
+
+    def _read_copies(
+        self, ids: list[ChunkId], packs: dict[str, Pack], found: dict[ChunkId, bytes], bad: dict[ChunkId, set[str]]
+    ) -> None:
+        """Read ``ids`` from the newest pack holding each, then from older packs for those not good yet."""
+        rank = 0
+        while ids:
+            where: dict[ChunkId, str] = {}
+            for cid in ids:
+                names = [self._where.get(cid, ""), *self._older.get(cid, ())]
+                if rank < len(names) and names[rank] in packs:
+                    where[cid] = names[rank]
+            self._check(self._read_packed(list(where), packs, where), {c: n + ".pack" for c, n in where.items()},
+                        found, bad)  # fmt: skip
+            ids = [cid for cid in where if cid not in found]
+            rank += 1
+
+    def _check(
+        self, read: dict[ChunkId, bytes], places: Mapping[ChunkId, str], found: dict[ChunkId, bytes],
+        bad: dict[ChunkId, set[str]],
+    ) -> None:  # fmt: skip
+        for cid, data in read.items():
+            if chunk_id(data) == cid:
+                found[cid] = data
+                continue
+            bad.setdefault(cid, set()).add(places[cid])
+            with self._listing:
+                self._bad.setdefault(cid, set()).add(places[cid])
 
     def _read_packed(
         self, ids: list[ChunkId], packs: dict[str, Pack], where: dict[ChunkId, str]
@@ -214,7 +228,7 @@ class BucketChunkStore(ChunkStore):
                 if whole is not None:
                     self._cache.move_to_end(name)
             if whole is not None:
-                found.update(_slice(pack, whole, 0, cids))
+                found.update(slice_pack(pack, whole, 0, cids))
                 continue
             if sum(pack.entries[cid][1] for cid in cids) >= pack.size * FULL_READ_SHARE:
                 reads.append((name, 0, -1, cids))
@@ -234,7 +248,7 @@ class BucketChunkStore(ChunkStore):
             reads.append((name, start, end - start, group))
         for (name, start, _, cids), data in zip(reads, _readers().map(self._fetch, reads), strict=True):
             if data is not None:
-                found.update(_slice(packs[name], data, start, cids))
+                found.update(slice_pack(packs[name], data, start, cids))
         return found
 
     def _fetch(self, read: tuple[str, int, int, list[ChunkId]]) -> bytes | None:
@@ -281,8 +295,57 @@ class BucketChunkStore(ChunkStore):
             with self._listing:
                 if self._listed is not None:
                     self._listed.update(chunks)
+        else:
+            self._write_packs(make_packs(items, now_ms(), self.pack_bytes))
+        self._drop_bad_copies(chunks, loose=len(items) < PACK_MIN)
+
+    def _drop_bad_copies(self, written: Mapping[ChunkId, bytes], *, loose: bool) -> None:
+        """After a write of good copies, remove the copies read before that did not hash right: a loose one is
+        deleted (unless just rewritten), a pack is rewritten without them (the new pack first)."""
+        with self._listing:
+            repaired = {cid: self._bad.pop(cid) for cid in written if cid in self._bad}
+        if not repaired:
             return
-        self._write_packs(make_packs(items, now_ms(), self.pack_bytes))
+        doomed_loose = [place for places in repaired.values() for place in places if place.startswith(CHUNKS)]
+        if not loose:
+            self.bucket.delete_many(doomed_loose)
+        by_pack: dict[str, set[ChunkId]] = {}
+        for cid, places in repaired.items():
+            for place in places:
+                if place.endswith(".pack"):
+                    by_pack.setdefault(place.removesuffix(".pack"), set()).add(cid)
+        packs, _ = self._index(refresh=True)
+        for name, cids in by_pack.items():
+            if name in packs:
+                self._rewrite_without(name, packs[name], cids)
+        self._index(refresh=True)
+
+    def _rewrite_without(self, name: str, pack: Pack, doomed: set[ChunkId]) -> None:
+        """Rewrite a pack without ``doomed``: the kept chunks go to a new pack first, then the old one is removed,
+        so an interruption leaves copies, never a loss."""
+        kept = [cid for cid in pack.entries if cid not in doomed]
+        if kept:
+            data = self._read_packed(kept, {name: pack}, dict.fromkeys(kept, name))
+            if len(data) != len(kept):
+                raise StorageError(f"pack {name} on the remote is damaged: cannot rewrite it without deletions")
+            self._write_packs(make_packs([(cid, data[cid]) for cid in kept], pack.written, self.pack_bytes))
+        self.bucket.delete_many([name + ".idx", name + ".pack"])
+        with self._listing:
+            self._cached -= len(self._cache.pop(name, b""))
+
+    def quarantine_damaged(self) -> list[str]:
+        """Move the packs whose index cannot be read to ``damaged/`` (kept for a post-mortem, out of the store);
+        returns their names. Their chunks were unreadable already: run it after a thorough copy re-sent them."""
+        self._index(refresh=True)
+        moved = sorted(self._damaged)
+        for name in moved:
+            keys = [name + ".idx", name + ".pack"]
+            found = self.bucket.get_many(keys)
+            self.bucket.put_many({DAMAGED + key.removeprefix(PACKS): data for key, data in found.items()})
+            self.bucket.delete_many(keys)
+            log.warning("moved pack %s, whose index is damaged, to %s", name, DAMAGED)
+        self._index(refresh=True)
+        return moved
 
     def _write_packs(self, packs: list[tuple[Pack, bytes]]) -> None:
         self.bucket.put_many({pack.name + ".pack": data for pack, data in packs})
@@ -324,17 +387,8 @@ class BucketChunkStore(ChunkStore):
         self.bucket.delete_many(chunk_key(cid) for cid in doomed)
         packs, _ = self._index(refresh=True)
         for name, pack in list(packs.items()):
-            if doomed.isdisjoint(pack.entries):
-                continue
-            kept = [cid for cid in pack.entries if cid not in doomed]
-            if kept:  # the kept chunks go to a new pack first: an interruption leaves copies, never a loss
-                data = self._read_packed(kept, {name: pack}, dict.fromkeys(kept, name))
-                if len(data) != len(kept):
-                    raise StorageError(f"pack {name} on the remote is damaged: cannot rewrite it without deletions")
-                self._write_packs(make_packs([(cid, data[cid]) for cid in kept], pack.written, self.pack_bytes))
-            self.bucket.delete_many([name + ".idx", name + ".pack"])
-            with self._listing:
-                self._cached -= len(self._cache.pop(name, b""))
+            if not doomed.isdisjoint(pack.entries):
+                self._rewrite_without(name, pack, doomed)
         self._index(refresh=True)
 
     def close(self) -> None:
@@ -347,17 +401,6 @@ _READERS = Threads("engram-remote-read", READERS)  # owned by engram.runtime: cl
 def _readers() -> ThreadPoolExecutor:
     """The threads that read packs, shared by every remote of the process (started on first use)."""
     return _READERS.get()
-
-
-def _slice(pack: Pack, data: bytes, start: int, cids: list[ChunkId]) -> dict[ChunkId, bytes]:
-    """The chunks ``cids`` out of the bytes of ``pack`` read from offset ``start``."""
-    found: dict[ChunkId, bytes] = {}
-    for cid in cids:
-        at, n = pack.entries[cid]
-        piece = data[at - start : at - start + n]
-        if len(piece) == n:
-            found[cid] = piece
-    return found
 
 
 def _ref_key(name: str) -> str:

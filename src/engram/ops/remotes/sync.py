@@ -7,7 +7,12 @@ copy writes tree levels bottom up (the batches of one level at once) and commits
 is there has everything under it there, even after an interrupted copy. Commits are written together (one
 parallel batch), so the walk follows a present commit's parents back to the commits the receiving side is known
 to have (its refs' values), reading a run of commits ahead to ask about them at once. ``thorough=True`` walks
-everything instead and checks each chunk (for a receiving side whose chunks were deleted by hand).
+everything instead and reads each chunk back from the receiving side, checking its hash (not an index's word
+that it is there): a chunk missing there, deleted by hand or corrupt, is sent again.
+
+Every chunk read from the sending side is checked against its id before anything is written: a copy from a
+damaged side refuses with an :class:`~engram.errors.IntegrityError` (corrupt) or a
+:class:`~engram.errors.ChunkNotFoundError` (missing) and writes nothing, so damage never spreads.
 
 Refs move last and by compare-and-swap, so an interrupted copy leaves the receiving side as it was plus
 unreferenced chunks (which a later copy reuses and a sweep may collect).
@@ -20,9 +25,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from engram.backends.base import ChunkStore, RefStore
-from engram.errors import ChunkNotFoundError, ConflictError, RefNotFoundError
-from engram.hashing import ChunkId
+from engram.errors import ChunkNotFoundError, ConflictError, IntegrityError, RefNotFoundError
+from engram.hashing import ChunkId, chunk_id
 from engram.objects import decode_commit, is_commit
+from engram.ops.remotes.stores import BucketChunkStore
 from engram.repo import HEADS, TAGS, Repository
 from engram.tree import decode_node, empty_tree
 
@@ -66,6 +72,8 @@ class _Plan:
     held_bytes: int = 0
     present: int = 0
     bytes: int = 0
+    missing: list[ChunkId] = field(default_factory=list)
+    corrupt: list[ChunkId] = field(default_factory=list)
 
     def order(self) -> list[list[ChunkId]]:
         """Groups to write one after the other: tree levels bottom up, then every commit at once. A group may be
@@ -77,12 +85,31 @@ class _Plan:
 @dataclass(frozen=True)
 class CopyPlan:
     """The chunks a copy must write, in ``groups`` to write in turn (children before parents), the bytes of those
-    kept in memory (``held``), how many reachable chunks the target already had, and the bytes to write."""
+    kept in memory (``held``), how many reachable chunks the target already had, the bytes to write, and the
+    chunks the source lacks (``missing``) or holds with bytes that do not hash to their id (``corrupt``)."""
 
     groups: list[list[ChunkId]]
     held: dict[ChunkId, bytes]
     present: int
     bytes: int
+    missing: list[ChunkId] = field(default_factory=list)
+    corrupt: list[ChunkId] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when every chunk the copy reaches was read intact from the source."""
+        return not self.missing and not self.corrupt
+
+    def refuse(self) -> None:
+        """Raise when the source is damaged: :class:`IntegrityError` for a corrupt chunk, else
+        :class:`ChunkNotFoundError` for a missing one (nothing has been written)."""
+        if self.corrupt:
+            first = self.corrupt[0].hex()
+            raise IntegrityError(f"{len(self.corrupt)} chunk(s) are corrupt on the sending side (first: {first}); "
+                                 "nothing was copied. Run fsck or `backup verify` there")  # fmt: skip
+        if self.missing:
+            raise ChunkNotFoundError(f"chunk {self.missing[0].hex()} is missing from the sending side "
+                                     f"({len(self.missing)} missing); nothing was copied. Run fsck there")  # fmt: skip
 
     @property
     def chunks(self) -> int:
@@ -108,7 +135,7 @@ def plan_copy(
     while wave:
         seen.update(wave)
         asked = wave if thorough else [cid for cid in wave if cid not in known]
-        missing = target.has_many(asked)
+        missing = _absent(target, asked) if thorough else target.has_many(asked)
         plan.present += len(wave) - len(missing)
         # a present commit still leads to its parents: commits are written all at once, so one may be there
         # without its parent after an interrupted copy (up to the known ones, whose history is complete)
@@ -117,11 +144,13 @@ def plan_copy(
         for i in range(0, len(descend), BATCH):
             batch = descend[i : i + BATCH]
             found = {cid: read.pop(cid) for cid in batch if cid in read}
-            found.update(source.get_many([cid for cid in batch if cid not in found]))
+            good, bad = read_checked(source, [cid for cid in batch if cid not in found])
+            found.update(good)
             for cid in batch:
                 data = found.get(cid)
                 if data is None:
-                    raise ChunkNotFoundError(f"chunk {cid.hex()} is missing from the sending side; run fsck there")
+                    (plan.corrupt if cid in bad else plan.missing).append(cid)
+                    continue
                 children, parents = _classify(plan, cid, data, cid in missing, thorough)
                 commitish.update(parents)
                 following.extend(children)
@@ -132,7 +161,32 @@ def plan_copy(
             if progress is not None:
                 progress("finding", examined, None)
         wave = [cid for cid in dict.fromkeys(following) if cid not in seen]
-    return CopyPlan(plan.order(), plan.held, plan.present, plan.bytes)
+    return CopyPlan(plan.order(), plan.held, plan.present, plan.bytes, plan.missing, plan.corrupt)
+
+
+def read_checked(store: ChunkStore, ids: list[ChunkId]) -> tuple[dict[ChunkId, bytes], set[ChunkId]]:
+    """(the chunks of ``ids`` that ``store`` holds with bytes that hash to their id, those it holds corrupt); a
+    store that checks on read raises for a corrupt chunk: the batch is halved until it is isolated."""
+    try:
+        found = store.get_many(ids)
+    except IntegrityError:
+        if len(ids) <= 1:
+            return {}, set(ids)
+        first, first_bad = read_checked(store, ids[: len(ids) // 2])
+        second, second_bad = read_checked(store, ids[len(ids) // 2 :])
+        return {**first, **second}, first_bad | second_bad
+    bad = {cid for cid, data in found.items() if chunk_id(data) != cid}
+    return {cid: data for cid, data in found.items() if cid not in bad}, bad
+
+
+def _absent(target: ChunkStore, ids: list[ChunkId]) -> set[ChunkId]:
+    """The chunks of ``ids`` that ``target`` lacks or holds corrupt, by reading each one back and hashing it."""
+    absent: set[ChunkId] = set()
+    for i in range(0, len(ids), BATCH):
+        batch = ids[i : i + BATCH]
+        good, _ = read_checked(target, batch)
+        absent.update(cid for cid in batch if cid not in good)
+    return absent
 
 
 def _read_ahead(
@@ -143,7 +197,7 @@ def _read_ahead(
     chain: list[ChunkId] = []
     todo = [cid for cid in parents if cid not in seen and cid not in known and cid not in read]
     while todo and len(chain) < READ_AHEAD:
-        found = source.get_many(todo)
+        found, _ = read_checked(source, todo)
         following: list[ChunkId] = []
         for cid in todo:
             data = found.get(cid)
@@ -189,6 +243,7 @@ def copy_chunks(
     """Copy every chunk reachable from ``starts`` that ``target`` lacks (children first); no ref moves.
     ``known``: commits the target has (see :func:`plan_copy`)."""
     plan = plan_copy(source, target, starts, thorough=thorough, known=known, progress=progress)
+    plan.refuse()
     held, total = plan.held, plan.chunks
     report = TransferReport(present=plan.present)
 
@@ -196,7 +251,9 @@ def copy_chunks(
         chunks = {cid: held[cid] for cid in batch if cid in held}
         reread = [cid for cid in batch if cid not in held]
         if reread:
-            found = source.get_many(reread)
+            found, bad = read_checked(source, reread)
+            if bad:
+                raise IntegrityError(f"chunk {min(bad).hex()} went corrupt on the sending side during the copy")
             lost = [cid.hex() for cid in reread if cid not in found]
             if lost:
                 raise ChunkNotFoundError(f"chunk {lost[0]} vanished from the sending side during the copy")
@@ -267,6 +324,8 @@ def push(
     known = set(remote_refs.list(HEADS).values()) | set(remote_refs.list(TAGS).values())
     report = copy_chunks(repo.chunks, remote_chunks, set(sending.values()), thorough=thorough, known=known,
                          progress=progress)  # fmt: skip
+    if thorough and isinstance(remote_chunks, BucketChunkStore):
+        remote_chunks.quarantine_damaged()  # what their unreadable indexes held was just sent again
     move_refs(remote_refs, sending, before, report, actor=actor, reason="push")
     report.rejected.update(rejected)
     return report
@@ -349,4 +408,5 @@ __all__ = [
     "move_refs",
     "plan_copy",
     "push",
+    "read_checked",
 ]
