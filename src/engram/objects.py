@@ -146,7 +146,7 @@ def decode_records(datas: Sequence[bytes]) -> list[Record]:
         return [decode_record(data) for data in datas]  # raises for the first that is not a record
     try:
         bodies = codec.loads(b"[" + b",".join([data[1:] for data in datas]) + b"]")
-    except ValueError:
+    except IntegrityError:  # one of them is not JSON: decoded one by one below, to raise its own error
         bodies = None
     if not isinstance(bodies, list) or len(bodies) != len(datas):  # a malformed one: find it (and its error)
         return [decode_record(data) for data in datas]

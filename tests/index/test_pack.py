@@ -146,7 +146,7 @@ def test_records_decoded_together_are_the_records_decoded_one_by_one() -> None:
     assert decode_records(datas) == [decode_record(d) for d in datas]
     with pytest.raises(IntegrityError):
         decode_records([datas[0], b"X{}"])
-    with pytest.raises(ValueError):  # a malformed one raises as it does alone (not a list of another length)
+    with pytest.raises(IntegrityError):  # a malformed one raises as it does alone (not a list of another length)
         decode_records([datas[0], datas[1][:-1], b"R1,2"])
-    with pytest.raises(ValueError):
+    with pytest.raises(IntegrityError):
         decode_records([datas[0], b"R1,2"])
