@@ -49,10 +49,10 @@ export async function render(out, params, notice = null) {
   out.append(h("h2", {}, `Tags (${tags.length})`), h("ul", {}, tags.map(([name, id]) =>
     h("li", {}, h("span", { class: "ref tag" }, name), " ", link("state", { at: name }, short(id), { class: "mono" })))));
   if (compared) out.append(compareSection(compared, head, result, again));
-  out.dataset.rendered = String(Number(out.dataset.rendered || 0) + 1);
 }
 
-/** Render the view again in place after a write (fresh branch heads and compare), keeping ``notice`` shown. */
+/** Render the view again in place after a write (fresh branch heads and compare), keeping ``notice`` shown;
+ * ``data-rendered`` on the view counts the re-renders. */
 async function refresh(out, params, notice) {
   await loadSession();
   const fresh = h("div", {});
