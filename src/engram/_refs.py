@@ -54,6 +54,43 @@ def parse(expr: str) -> RefExpr:
     return RefExpr(match.group("base") or "HEAD", None if when is None else parse_time(when), tuple(steps))
 
 
+@dataclass(frozen=True, slots=True)
+class RefRange:
+    """Two versions named by one expression, as git spells them: ``A..B`` (from ``A`` to ``B``) or ``A...B``
+    (``from_base``: from the merge base of ``A`` and ``B`` to ``B``, what ``B`` introduces). An empty side is
+    ``HEAD``."""
+
+    old: str
+    new: str
+    from_base: bool
+
+
+def parse_range(expr: str) -> RefRange | None:
+    """``main...hotfix`` or ``v1..v2`` as a :class:`RefRange`; None when ``expr`` names one version. Dots inside
+    ``@{...}`` are part of a time (``main@{2.days.ago}``), not a range."""
+    start = _range_dots(expr)
+    if start is None:
+        return None
+    three = expr.startswith("...", start)
+    old, new = expr[:start].strip(), expr[start + (3 if three else 2) :].strip()
+    if _range_dots(new) is not None:
+        raise InvalidRefError(f"cannot parse {expr!r}: a range has one '..' or '...' (e.g. main...hotfix)")
+    return RefRange(old or "HEAD", new or "HEAD", three)
+
+
+def _range_dots(expr: str) -> int | None:
+    """Where the first ``..`` outside braces starts (None: there is none)."""
+    depth = 0
+    for i, char in enumerate(expr):
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth = max(0, depth - 1)
+        elif depth == 0 and expr.startswith("..", i):
+            return i
+    return None
+
+
 #: ``3 days ago``, ``2.days.ago``, ``1 hour ago``, ``90 minutes ago`` (git's approxidate forms engram reads).
 _RELATIVE = re.compile(r"(?P<n>[0-9]{1,9})[ .]*(?P<unit>[a-z]+?)s?[ .]+ago")
 _UNITS_MS = {

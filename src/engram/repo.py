@@ -363,16 +363,17 @@ class Repository:
         resolve: Resolver | None,
         author: str,
         message: str | None = None,
-    ) -> tuple[Commit, list[Conflict]]:
+    ) -> tuple[Commit, list[Conflict], bool]:
         """Merge commit ``source`` into ``branch`` with a two-parent merge commit.
 
         With ``resolve=None`` unresolved conflicts raise :class:`MergeConflictError` and nothing is
-        written. Returns the new head and the conflicts that ``resolve`` decided.
+        written. Returns the new head, the conflicts that ``resolve`` decided, and whether ``branch`` was
+        already up to date (``source`` is in its history: nothing written, the head returned).
         """
         for _ in range(MAX_RETRIES):
             head = self.head(branch)
             if self.is_ancestor(source, head):
-                return self.commit(head), []
+                return self.commit(head), [], True
             base = self.merge_base(head, source)
             base_tree = empty_tree(self.nodes) if base is None else self.commit(base).tree
             decided: list[Conflict] = []
@@ -394,7 +395,7 @@ class Repository:
             new = self.write_commit(result.root, (head, source), author, text)
             if self.refs.set(HEADS + branch, new.id, head, actor=author, reason=f"merge: {text}"):
                 self._moved(branch)
-                return new, decided
+                return new, decided, False
         raise ConflictError(f"branch {branch!r} kept moving during the merge; try again")
 
     def revert(

@@ -101,9 +101,11 @@ def merge(ctx: click.Context, source: str, strategy: str, author: str | None, me
     writes nothing and lists each conflict with its base, ours and theirs values.
     """
     mem = store_of(ctx)
-    before = mem.head.id
-    commit = mem.merge(source, strategy=strategy, author=author, message=message)  # type: ignore[arg-type]
-    print_commit(commit, before, f"already up to date: {escape(mem.branch)} has everything in {escape(source)}")
+    done = mem.merge_outcome(source, strategy=strategy, author=author, message=message)  # type: ignore[arg-type]
+    if done.up_to_date:
+        out.print(f"already up to date: {escape(mem.branch)} has everything in {escape(source)}")
+        return
+    out.print(f"[green]{done.commit.short_id}[/green] {escape(done.commit.message)}")
 
 
 @click.command()

@@ -83,11 +83,15 @@ def diff(ctx: click.Context, old: str, new: str, namespace: str, stat: bool, nam
          as_json: bool) -> None:  # fmt: skip
     """Show what changed from version OLD to NEW (default HEAD): each item with its old -> new values.
 
+    OLD may name both sides as git does: A..B is the same as A B, and A...B is what B introduces since the
+    merge base of A and B (what merging B into A brings in).
+
     \b
     Examples:
       engram diff HEAD~1
       engram diff main@{3 days ago} main --namespace users/alice
       engram diff v1 v2 --stat
+      engram diff main...hotfix
     """
     changes = store_of(ctx).diff(old, new, namespace=parse_ns(namespace))
     if as_json:

@@ -335,10 +335,12 @@ def memory_merge(
 ) -> dict[str, Any]:  # fmt: skip
     """Merge a branch (or any version) into a branch with a two-parent merge commit.
 
-    Returns {commit}: the merge commit (the unchanged head when there was nothing to merge). With strategy
-    fail, conflicts are an error listing each conflicting item's base, ours and theirs.
+    Returns {commit, up_to_date}: the merge commit, or the unchanged head with up_to_date true when there was
+    nothing to merge. With strategy fail, conflicts are an error listing each conflicting item's base, ours and
+    theirs.
     """
-    return {"commit": commit_json(_on(memory, into, author).merge(source, strategy=strategy, message=message))}
+    done = _on(memory, into, author).merge_outcome(source, strategy=strategy, message=message)
+    return {"commit": commit_json(done.commit), "up_to_date": done.up_to_date}
 
 
 @MEMORY_TOOLS.tool(

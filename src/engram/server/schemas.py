@@ -152,20 +152,24 @@ class CreateRef(_Body):
 
 
 class Merge(_Body):
-    """``POST /v1/merge``: merge ``source`` into branch ``into``."""
+    """``POST /v1/merge``: merge ``source`` into branch ``into``, by ``author`` (default: the caller)."""
 
     source: RefText
     into: str | None = None
     strategy: Strategy = "fail"
     message: str | None = None
+    author: str | None = None
 
 
 class Revert(_Body):
-    """``POST /v1/revert``: undo commit ``ref`` with a new commit on ``branch``."""
+    """``POST /v1/revert``: undo commit ``ref`` with a new commit on ``branch``, by ``author`` (default: the
+    caller), with ``message`` (default: ``revert <id>: <its message>``)."""
 
     ref: RefText
     branch: str | None = None
     strategy: Strategy = "fail"
+    message: str | None = None
+    author: str | None = None
 
 
 class Reset(_Body):
@@ -206,6 +210,12 @@ class CommitResult(BaseModel):
 
     commit: CommitOut
     token: str = Field(description="consistency token <branch>@<commit id>: send it back in Engram-Commit on reads")
+
+
+class MergeOut(CommitResult):
+    """The merge commit, or the unchanged head with ``up_to_date`` when there was nothing to merge."""
+
+    up_to_date: bool = Field(description="true: the branch already had everything in source; nothing was written")
 
 
 class ChangeOut(BaseModel):

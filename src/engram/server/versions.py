@@ -62,7 +62,9 @@ async def v1_show(
 async def v1_diff(
     caller: Read, old: RefQuery, new: RefQuery = "HEAD", namespace: PrefixQuery = None, branch: BranchQuery = None
 ) -> dict[str, Any]:
-    """Items that differ between versions ``old`` and ``new``, optionally under a namespace prefix."""
+    """Items that differ between versions ``old`` and ``new``, optionally under a namespace prefix; ``old`` may
+    name both sides as git does: ``main...hotfix`` (what hotfix introduces since the merge base) or
+    ``main..hotfix`` (the same as old=main&new=hotfix)."""
     scope = caller.who.narrow(prefix_of(namespace)) or ()
     changes = await run(lambda: caller.on(branch).diff(old, new, namespace=scope))
     return {"changes": [change_json(c) for c in changes]}
@@ -133,21 +135,22 @@ async def v1_delete_tag(caller: Admin, name: str) -> Response:
     return Response(status_code=204)
 
 
-@routes.post("/merge", response_model=None, responses=s.responses(s.CommitResult))
+@routes.post("/merge", response_model=None, responses=s.responses(s.MergeOut))
 async def v1_merge(caller: Write, body: s.Merge) -> dict[str, Any]:
-    """Merge ``source`` into ``into`` with a two-parent commit; conflicts the strategy leaves are a 409."""
+    """Merge ``source`` into ``into`` with a two-parent commit; conflicts the strategy leaves are a 409.
+    ``up_to_date`` is true (and the head unchanged) when ``into`` already had everything in ``source``."""
     caller.who.require_unrestricted("merge")
-    made = await caller.commit(
-        lambda: caller.on(body.into).merge(body.source, strategy=body.strategy, message=body.message), body.into
-    )
-    return caller.committed(made, body.into)
+    done = await caller.commit(lambda: caller.on(body.into).merge_outcome(
+        body.source, strategy=body.strategy, message=body.message, author=body.author), body.into)  # fmt: skip
+    return {**caller.committed(done.commit, body.into), "up_to_date": done.up_to_date}
 
 
 @routes.post("/revert", response_model=None, responses=s.responses(s.CommitResult))
 async def v1_revert(caller: Write, body: s.Revert) -> dict[str, Any]:
     """Undo what commit ``ref`` changed, with a new commit on ``branch``."""
     caller.who.require_unrestricted("revert")
-    made = await caller.commit(lambda: caller.on(body.branch).revert(body.ref, strategy=body.strategy), body.branch)
+    made = await caller.commit(lambda: caller.on(body.branch).revert(
+        body.ref, strategy=body.strategy, author=body.author, message=body.message), body.branch)  # fmt: skip
     return caller.committed(made, body.branch)
 
 

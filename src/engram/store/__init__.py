@@ -2,7 +2,16 @@
 
 from engram.store.aio import AsyncMemory
 from engram.store.connect import aopen, open, open_repository, tenant_url
-from engram.store.item import CommitDetails, Item, ItemChange, ItemConflict, SearchItem, SearchResults, Version
+from engram.store.item import (
+    CommitDetails,
+    Item,
+    ItemChange,
+    ItemConflict,
+    MergeOutcome,
+    SearchItem,
+    SearchResults,
+    Version,
+)
 from engram.store.memory import Memory, Transaction
 from engram.store.operations import GetOp, ListNamespacesOp, PutOp, SearchOp, TTLConfig
 from engram.store.ranking import Profile
@@ -17,6 +26,7 @@ __all__ = [
     "ItemConflict",
     "ListNamespacesOp",
     "Memory",
+    "MergeOutcome",
     "Profile",
     "PutOp",
     "SearchItem",

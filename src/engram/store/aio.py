@@ -21,7 +21,7 @@ from engram.maintenance import FsckReport, GcReport
 from engram.objects import Commit
 from engram.store import _validate
 from engram.store.indexing import IndexLag
-from engram.store.item import CommitDetails, Item, ItemChange, SearchResults, Version
+from engram.store.item import CommitDetails, Item, ItemChange, MergeOutcome, SearchResults, Version
 from engram.store.memory import Memory
 from engram.store.operations import NOT_PROVIDED, GetOp, ListNamespacesOp, Mode, Op, PutOp, SearchOp
 from engram.store.ranking import Profile
@@ -376,6 +376,12 @@ class AsyncMemory:
         self, source: Ref, *, strategy: Strategy = "fail", message: str | None = None, author: str | None = None
     ) -> Commit:
         return await self._run(self.memory.merge, source, strategy=strategy, message=message, author=author)  # type: ignore[no-any-return]
+
+    @twin(Memory.merge_outcome)
+    async def amerge_outcome(
+        self, source: Ref, *, strategy: Strategy = "fail", message: str | None = None, author: str | None = None
+    ) -> MergeOutcome:
+        return await self._run(self.memory.merge_outcome, source, strategy=strategy, message=message, author=author)  # type: ignore[no-any-return]
 
     @twin(Memory.revert)
     async def arevert(

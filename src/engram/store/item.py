@@ -164,3 +164,18 @@ class CommitDetails:
 
     commit: Commit
     changes: list[ItemChange]
+
+
+@dataclass(frozen=True, slots=True)
+class MergeOutcome:
+    """What a merge did.
+
+    Attributes:
+        commit: the merge commit, or the branch's unchanged head when there was nothing to merge.
+        up_to_date: True when the branch already had everything in the source (no commit was written).
+        resolved: the conflicts the strategy decided (empty with ``fail``, which raises instead).
+    """
+
+    commit: Commit
+    up_to_date: bool
+    resolved: tuple[ItemConflict, ...] = ()

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from engram import _names, codec
+from engram import _names, _refs, codec
 from engram.backends.base import now_ms
 from engram.errors import ConflictError, InvalidInputError, MergeConflictError, ReadOnlyError, RefNotFoundError
 from engram.hashing import ChunkId
@@ -20,9 +20,9 @@ from engram.objects import Commit, Record, decode_record, encode_record
 from engram.repo import HEADS, Repository
 from engram.store import _validate
 from engram.store import system as sysns
-from engram.store.item import CommitDetails, Item, ItemChange, ItemConflict, Version
+from engram.store.item import CommitDetails, Item, ItemChange, ItemConflict, MergeOutcome, Version
 from engram.store.view import View
-from engram.tree import Change, Conflict, Resolver, diff_trees, get
+from engram.tree import Change, Conflict, Resolver, diff_trees, empty_tree, get
 
 if TYPE_CHECKING:
     from engram.store.indexing import IndexPool
@@ -116,17 +116,36 @@ class Versioned:
         return CommitDetails(commit, [_item_change(c) for c in changes if not sysns.is_system_key(c.key)])
 
     def diff(self, old: Ref, new: Ref = "HEAD", *, namespace: Sequence[str] = ()) -> list[ItemChange]:
-        """Item changes from version ``old`` to version ``new``, optionally under a namespace prefix."""
+        """Item changes from version ``old`` to version ``new``, optionally under a namespace prefix.
+
+        ``old`` may name both sides as git does (``new`` left out): ``"main..hotfix"`` is the same as
+        ``diff("main", "hotfix")``, and ``"main...hotfix"`` is what ``hotfix`` introduces since the merge base
+        of the two (what merging it would bring in; from the empty memory when they share no commit).
+        """
         return list(self.iter_diff(old, new, namespace=namespace))
 
     def iter_diff(self, old: Ref, new: Ref = "HEAD", *, namespace: Sequence[str] = ()) -> Iterator[ItemChange]:
         """Like :meth:`diff`, as a generator (cost grows with the change, not the store)."""
         prefix = _validate.namespace(namespace, allow_empty=True)
         self._guard(prefix)
-        a, b = self.resolve(old).tree, self.resolve(new).tree
+        a, b = self._diff_roots(old, new)
         for lo, hi in sysns.visible_ranges(prefix, self.system):
             for change in diff_trees(self.repo.nodes, a, b, lo, hi):
                 yield _item_change(change)
+
+    def _diff_roots(self, old: Ref, new: Ref) -> tuple[ChunkId, ChunkId]:
+        """The two tree roots a diff compares: ``old`` and ``new``, or the sides of a range in ``old``."""
+        span = _refs.parse_range(old) if isinstance(old, str) else None
+        if span is None:
+            return self.resolve(old).tree, self.resolve(new).tree
+        if new != "HEAD":
+            raise InvalidInputError(f"{old!r} names both versions of the diff: leave the new version out")
+        end = self._commit_id(span.new)
+        if not span.from_base:
+            return self.resolve(span.old).tree, self.repo.commit(end).tree
+        base = self.repo.merge_base(self._commit_id(span.old), end)
+        start = empty_tree(self.repo.nodes) if base is None else self.repo.commit(base).tree
+        return start, self.repo.commit(end).tree
 
     def history(self, namespace: Sequence[str], key: str, ref: Ref = "HEAD") -> list[Version]:
         """Every version of one item, newest first, each with the commit that made it (blame).
@@ -200,7 +219,16 @@ class Versioned:
         :class:`MergeConflictError` with the conflicts, write nothing), ``ours``, ``theirs``, ``newest``
         (later ``updated_at``; a modification beats a deletion), or a function of an
         :class:`ItemConflict` returning the Item to keep, a new value dict, or None to delete.
+        When the branch already holds ``source`` nothing is written and its head is returned
+        (:meth:`merge_outcome` says which happened).
         """
+        return self.merge_outcome(source, strategy=strategy, message=message, author=author).commit
+
+    def merge_outcome(
+        self, source: Ref, *, strategy: Strategy = "fail", message: str | None = None, author: str | None = None
+    ) -> MergeOutcome:
+        """:meth:`merge`, returning what it did: the commit, whether the branch was already up to date (no
+        commit), and the conflicts the strategy decided."""
         self.check_writable()
         _validate.provenance(author, message)
         source_id = self._commit_id(source)
@@ -209,10 +237,10 @@ class Versioned:
         text = message or f"merge {source if isinstance(source, str) else source_id.hex()[:10]} into {self._branch}"
         who = author or self.author
         with item_conflicts():
-            commit, _ = self.repo.merge(
+            commit, decided, up_to_date = self.repo.merge(
                 source_id, self._branch, resolve=_resolver(strategy, who), author=who, message=text
             )
-        return commit
+        return MergeOutcome(commit, up_to_date, tuple(item_conflict(c) for c in decided))
 
     def revert(
         self, ref: Ref, *, strategy: Strategy = "fail", author: str | None = None, message: str | None = None

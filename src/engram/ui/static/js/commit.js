@@ -1,8 +1,9 @@
 // One commit: who, when, why, its parents and metadata (writer run, reverts), the changes it made, and the
-// actions at this point: revert it, branch or tag from it (each confirmed, showing the commit made).
+// actions at this point: revert it (with an author and a message; a conflicting revert lists its conflicts and
+// asks again with a strategy), branch or tag from it (each confirmed, showing the commit made).
 import { api, canWrite, mainBranch, session } from "./api.js";
 import { changeList } from "./diff.js";
-import { confirmDialog, errorBox, field, h, href, jsonBlock, link, select, short, timeEl, toast, writeButton } from "./dom.js";
+import { confirmDialog, conflictList, errorBox, field, h, href, jsonBlock, link, provenanceFields, select, short, timeEl, toast, writeButton } from "./dom.js";
 
 export async function render(out, params) {
   const c = await api(`/v1/commits/${encodeURIComponent(params.id || "HEAD")}`, { query: { branch: params.branch } });
@@ -28,22 +29,32 @@ export async function render(out, params) {
   out.append(changeList(c.changes, { at: c.id, old: c.parents.length ? c.parents[0] : c.id }));
 }
 
-const STRATEGIES = [["fail", "fail: stop on a conflict"], ["ours", "ours: keep the branch's version"],
-  ["theirs", "theirs: take the other version"], ["newest", "newest: the most recently updated"]];
+const STRATEGIES = [["fail", "fail: stop and list the conflicts"], ["ours", "ours: keep the branch's current version"],
+  ["theirs", "theirs: undo anyway (the version before the commit)"], ["newest", "newest: the most recently updated"]];
+const SIDES = { base: "base (what the commit wrote)", ours: "ours (the branch now)", theirs: "theirs (before the commit)" };
 
-async function revert(c, result) {
+/** Revert commit ``c``: confirm with a branch, a policy, an author and a message; a refused revert lists its
+ * conflicts (base, ours, theirs) and asks again with a strategy, as a merge does. */
+async function revert(c, result, conflicts = null, typed = null) {
   const branches = Object.keys(session.branches).sort();
-  const branch = select("branch", branches, mainBranch(), { id: "revert-branch" });
-  const strategy = select("strategy", STRATEGIES, "fail", { id: "revert-strategy" });
-  const ok = await confirmDialog(`Revert ${short(c.id)}?`, [
-    h("p", {}, `A new commit will undo what “${c.message}” changed (${c.changes.length} items).`),
-    field("On branch", branch), field("If the items changed since", strategy)], "Revert");
+  const branch = select("branch", branches, typed ? typed.branch : mainBranch(), { id: "revert-branch" });
+  const strategy = select("strategy", STRATEGIES, conflicts ? "theirs" : "fail", { id: "revert-strategy" });
+  const who = provenanceFields("revert", session.who, `revert ${short(c.id)}: ${c.message}`);
+  if (typed) { who.author.value = typed.author || ""; who.message.value = typed.message || ""; }
+  const body = [h("p", {}, `A new commit will undo what “${c.message}” changed (${c.changes.length} items).`)];
+  if (conflicts) body.push(h("p", {}, "Later commits changed these items again: choose which version to keep."), conflictList(conflicts, SIDES));
+  body.push(field("On branch", branch), field("If the items changed since", strategy), ...who.fields);
+  const ok = await confirmDialog(conflicts ? `Conflicts reverting ${short(c.id)}` : `Revert ${short(c.id)}?`, body, "Revert");
   if (!ok) return;
+  const sent = { branch: branch.value, ...who.body() };
   try {
-    const made = await api("/v1/revert", { method: "POST", body: { ref: c.id, branch: branch.value, strategy: strategy.value } });
-    showMade(result, `Reverted on ${branch.value}`, made.commit);
+    const made = await api("/v1/revert", { method: "POST", body: { ref: c.id, strategy: strategy.value, ...sent } });
+    result.replaceChildren(madeNotice(`Reverted on ${branch.value}`, made.commit));
   } catch (error) {
-    result.replaceChildren(errorBox(error));
+    if (error.code === "merge_conflict" && error.details) {
+      result.replaceChildren(errorBox(error), conflictList(error.details, SIDES));
+      await revert(c, result, error.details, sent);
+    } else result.replaceChildren(errorBox(error));
   }
 }
 
@@ -64,8 +75,9 @@ export async function createRef(kind, at, result) {
   }
 }
 
-export function showMade(result, what, commit) {
-  result.replaceChildren(h("div", { class: "ok", "data-made": commit.id }, `${what}: commit `,
-    h("a", { href: href("commit", { id: commit.id }), class: "mono" }, short(commit.id)), ` “${commit.message}”`));
+/** The notice of a commit a write made (with a toast): what was done, and a link to the commit. */
+export function madeNotice(what, commit) {
   toast(`${what}: ${short(commit.id)}`);
+  return h("div", { class: "ok", "data-made": commit.id }, `${what}: commit `,
+    h("a", { href: href("commit", { id: commit.id }), class: "mono" }, short(commit.id)), ` “${commit.message}”`);
 }

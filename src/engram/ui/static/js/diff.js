@@ -5,17 +5,26 @@ import { field, formValues, h, href, jsonBlock, link, nsText, textLeaves, wordDi
 
 const PAGE = 100;
 
+/** True when ``old`` names both sides, as git spells it (``main...fix``, ``main..fix``; dots in @{time} do not count). */
+export const isRange = (old) => old.replace(/@\{[^}]*\}/g, "").includes("..");
+
+/** ``a...b`` -> ``b...a`` (the dots kept). */
+function swapped(range) {
+  const [, a, dots, b] = range.match(/^(.*?)(\.{2,3})(.*)$/) || [null, range, "", ""];
+  return `${b}${dots}${a}`;
+}
+
 export async function render(out, params) {
   const branch = mainBranch();
   const old = params.old || `${branch}~1`;
-  const neu = params.new || branch;
-  out.append(h("h1", {}, "Diff ", h("span", { class: "muted" }, `${old} → ${neu}`)));
+  const neu = params.new || (isRange(old) ? "" : branch);
+  out.append(h("h1", {}, "Diff ", h("span", { class: "muted" }, neu ? `${old} → ${neu}` : old)));
   const form = h("form", { class: "bar", "aria-label": "Points to compare" },
-    field("Old (ref, commit, tag, branch@{time})", h("input", { name: "old", value: old, size: 34 })),
+    field("Old (ref, commit, tag, branch@{time}; or main...fix: what fix brings in since the merge base)", h("input", { name: "old", value: old, size: 34 })),
     field("New", h("input", { name: "new", value: neu, size: 34 })),
     field("Namespace prefix", h("input", { name: "ns", value: params.ns || "", size: 18 })),
     h("button", { type: "submit", class: "primary" }, "Compare"),
-    link("diff", { old: neu, new: old, ns: params.ns }, "Swap"));
+    link("diff", neu ? { old: neu, new: old, ns: params.ns } : { old: swapped(old), ns: params.ns }, "Swap"));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const v = formValues(form);
@@ -23,7 +32,8 @@ export async function render(out, params) {
   });
   out.append(form);
   const { changes } = await api("/v1/diff", { query: { old, new: neu, namespace: params.ns, branch } });
-  out.append(changeList(changes, { at: neu, old }));
+  const sides = isRange(old) ? old.split(/\.{2,3}/) : [old, neu];
+  out.append(changeList(changes, { at: sides[1] || "HEAD", old: sides[0] || "HEAD" }));
 }
 
 /** The changes of a diff or a commit: a summary, then each change (the first PAGE, then "show more"). */

@@ -165,5 +165,26 @@ export function select(name, options, selected, attrs = {}) {
   }));
 }
 
+/** The conflicts of a refused merge or revert (the API's error details): each item with its base, ours and
+ * theirs values; ``labels`` name the three sides for the action at hand. */
+export function conflictList(details, labels) {
+  const n = details.conflict_count;
+  const side = (name, item) => h("div", { "data-side": name }, h("h4", {}, labels[name]), item ? jsonBlock(item.value) : "(absent)");
+  return h("div", { class: "conflicts", id: "conflicts" }, h("h3", {}, `${n} conflict${n === 1 ? "" : "s"}`),
+    h("ul", {}, details.conflicts.map((c) => h("li", { "data-conflict": `${nsText(c.namespace)}/${c.key}` },
+      h("strong", {}, `${nsText(c.namespace)} / ${c.key}`),
+      h("div", { class: "sides three" }, side("base", c.base), side("ours", c.ours), side("theirs", c.theirs))))),
+    n > details.conflicts.length ? h("p", { class: "muted" }, `… and ${n - details.conflicts.length} more`) : null);
+}
+
+/** Author and message fields of a write made from the UI, sent with it: the author is prefilled with the key's
+ * identity (``author`` of /v1/whoami), the message left to the API's default unless one is typed. */
+export function provenanceFields(idPrefix, who, placeholder) {
+  const author = h("input", { name: "author", id: `${idPrefix}-author`, size: 30, value: (who && who.author) || "", autocomplete: "off" });
+  const message = h("input", { name: "message", id: `${idPrefix}-message`, size: 40, placeholder, autocomplete: "off" });
+  return { author, message, fields: [field("Author", author), field("Message (optional)", message)],
+    body: () => ({ author: author.value.trim() || undefined, message: message.value.trim() || undefined }) };
+}
+
 /** Read a form's fields into an object of strings. */
 export const formValues = (form) => Object.fromEntries(new FormData(form).entries());
