@@ -18,6 +18,7 @@ import re
 from engram.embed.base import Embedder, EmbedderMismatchError, Vectors, embedder_spec, normalize_rows
 from engram.embed.hashing import HashingEmbedder
 from engram.embed.minilm import MiniLMEmbedder
+from engram.embed.onnxmodel import OnnxEmbedder
 from engram.embed.openai import OpenAIEmbedder
 from engram.errors import ConfigError
 
@@ -26,6 +27,7 @@ __all__ = [
     "EmbedderMismatchError",
     "HashingEmbedder",
     "MiniLMEmbedder",
+    "OnnxEmbedder",
     "OpenAIEmbedder",
     "Vectors",
     "default_embedder",
@@ -35,7 +37,7 @@ __all__ = [
 ]
 
 _OPENAI_SPEC = re.compile(r"openai:(?P<model>[^@]+)@(?P<base_url>https?://.+)")
-SPEC_FORMS = '"minilm", "hashing", "hashing:<dim>" or "openai:<model>@<base_url>"'
+SPEC_FORMS = '"minilm", "hashing", "hashing:<dim>", "onnx:<model directory>" or "openai:<model>@<base_url>"'
 
 
 def default_embedder() -> Embedder:
@@ -51,7 +53,8 @@ def default_embedder() -> Embedder:
 def embedder_from_spec(spec: str, *, api_key: str | None = None) -> Embedder:
     """Make an embedder from a short spec string, as found in a config file or on a command line.
 
-    Forms: ``minilm``; ``hashing`` or ``hashing:<dim>``; ``openai:<model>@<base_url>``, e.g.
+    Forms: ``minilm``; ``hashing`` or ``hashing:<dim>``; ``onnx:<dir>``, any local sentence-transformers-style
+    ONNX model (:class:`OnnxEmbedder`); ``openai:<model>@<base_url>``, e.g.
     ``openai:nomic-embed-text@http://localhost:11434/v1`` (``api_key`` is sent to that server).
 
     Raises:
@@ -67,6 +70,10 @@ def embedder_from_spec(spec: str, *, api_key: str | None = None) -> Embedder:
         if not argument.isdigit():
             raise ConfigError(f"bad embedder spec {spec!r}: the hashing dimension must be a positive integer")
         return HashingEmbedder(int(argument))
+    if name == "onnx":
+        if not argument.strip():
+            raise ConfigError(f"bad embedder spec {spec!r}: expected onnx:<model directory>")
+        return OnnxEmbedder(argument.strip())
     match = _OPENAI_SPEC.fullmatch(spec.strip())
     if match:
         return OpenAIEmbedder(match["base_url"], match["model"], api_key=api_key)
