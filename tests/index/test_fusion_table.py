@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import tenant_url
 from onnxmodels import build_embedder
 
 import engram
@@ -18,6 +17,7 @@ from engram import Memory
 from engram.embed import OnnxEmbedder
 from engram.index.fusion import DEFAULT_WEIGHTS, FUSION_WEIGHTS, fusion_weights
 from engram.index.ranking import PROFILES, Signals, rank
+from engram.store import tenant_url
 
 NOW = 1_800_000_000_000
 TABLE = {"apple": [1.0, 0.0], "pie": [0.0, 1.0], "tart": [0.6, 0.8]}
