@@ -118,3 +118,11 @@ def test_rerank_bad_specs_and_paths_raise_clear_errors(mem: Memory, tmp_path: Pa
         mem.search(("fruit",), "fruit", rerank=42)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="top_k"):
         OnnxReranker(tmp_path, top_k=0)
+    with pytest.raises(InvalidInputError, match="rerank needs a query"):
+        mem.search(("fruit",), rerank=f"onnx:{tmp_path}")
+
+
+def test_rerank_spec_reads_top_k_and_paths_holding_an_at_sign(tmp_path: Path) -> None:
+    folder = build_cross_encoder(tmp_path / "v@2" / "ce", WORDS, WEIGHTS)
+    assert reranker_from_spec(f"onnx:{folder}").top_k == 50
+    assert reranker_from_spec(f"onnx:{folder}@7").top_k == 7

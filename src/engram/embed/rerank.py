@@ -160,12 +160,16 @@ def reranker_from_spec(spec: str) -> Reranker:
         ConfigError: the spec has no such form, or the directory is not a model directory.
     """
     name, colon, argument = spec.strip().partition(":")
-    path, at, top_k = argument.strip().rpartition("@") if "@" in argument else (argument.strip(), "", "")
+    argument = argument.strip()
+    path, at, suffix = argument.rpartition("@")
+    top_k: str | None = suffix
+    if not at or "/" in suffix:  # no "@<top_k>" after the folder ("@" may be part of a path)
+        path, top_k = argument, None
     if name != "onnx" or not colon or not path:
         raise ConfigError(f"unknown reranker spec {spec!r}; expected onnx:<model directory> or onnx:<dir>@<top_k>")
-    if at and not top_k.isdigit():
+    if top_k is not None and not top_k.isdigit():
         raise ConfigError(f"bad reranker spec {spec!r}: top_k after '@' must be a positive integer")
-    return OnnxReranker(path, top_k=int(top_k)) if at else OnnxReranker(path)
+    return OnnxReranker(path) if top_k is None else OnnxReranker(path, top_k=int(top_k))
 
 
 # Rerankers made from specs, one per spec: every search naming the same spec shares one loaded model.
