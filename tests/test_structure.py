@@ -31,7 +31,7 @@ ALLOWED_HIDDEN: dict[tuple[str, str], str] = {
     ("engram.store.connect", "engram.store.pgsearch"): "the PostgreSQL search engine's modules (~30 ms of start-up) "
     "load only for PostgreSQL stores",
     ("engram.store.connect", "engram.backends.redis"): "redis-py (the redis extra) only with a Redis cache",
-    ("engram.embed.minilm", "import_module"): "onnxruntime, untyped, loaded with the model on first use",
+    ("engram.embed.onnxrun", "import_module"): "onnxruntime, untyped, loaded with the model on first use",
     ("engram.cli", "import_module"): "each command's module loads when it runs: `engram --help` starts fast",
 }
 

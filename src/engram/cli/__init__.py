@@ -78,7 +78,8 @@ class _LazyGroup(click.Group):
     "--embedder",
     default="auto",
     show_default=True,
-    help="minilm, hashing, or openai:<model>@<base url>; auto: the one the store records, else minilm.",
+    help="minilm, hashing, onnx:<model folder> or openai:<model>@<base url>; auto: the one the store records, else "
+    "minilm.",
 )
 @click.option("--redis", envvar="ENGRAM_REDIS_URL", help="Redis URL caching a PostgreSQL store (redis://host:6379/0).")
 @click.option(

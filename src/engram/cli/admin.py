@@ -68,8 +68,8 @@ def fsck(ctx: click.Context) -> None:
 
 
 @click.command()
-@click.option("--embedder", "switch_to", help="Re-embed every item with this embedder (minilm, hashing, openai:...) "
-              "and record it as the store's from now on, e.g. after a model change.")  # fmt: skip
+@click.option("--embedder", "switch_to", help="Re-embed every item with this embedder (minilm, hashing, onnx:<dir>, "
+              "openai:...) and record it as the store's from now on, e.g. after a model change.")  # fmt: skip
 @click.pass_context
 @friendly
 def reindex(ctx: click.Context, switch_to: str | None) -> None:

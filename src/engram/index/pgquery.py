@@ -41,14 +41,13 @@ from engram.index import keyword
 from engram.index.cache import embed_through
 from engram.index.corpus import query_terms
 from engram.index.doclist import Doc, confidence_of
+from engram.index.fusion import fusion_weights
 from engram.index.pglists import CONFIDENT, FRESH, NEWEST, SLACK, VECTOR, Lists, Reads
 from engram.index.pgpast import PastOverlay, with_overlay
 from engram.index.pgrows import counts_of, like_prefix, vector_text
 from engram.index.pgseam import PreFilter, SearchEngine
 from engram.index.pgsession import Session, Start, read_start
 from engram.index.ranking import (
-    KEYWORD_WEIGHT,
-    SEMANTIC_WEIGHT,
     Hit,
     Hits,
     ModePlan,
@@ -214,6 +213,7 @@ class PgQuery:
             excluded=self.excluded,
             filtered=self.pushdown,
             local=local,
+            weights=fusion_weights(s.model or None),
         )
         ref = head.ref_avgdl
         model = s.model if plan.vector is not None else None
@@ -501,15 +501,16 @@ class PgQuery:
             base = p.confidence * confidence.astype(np.float64) + p.recency * recency_score(
                 updated, self.now, p.half_life_hours
             )
-            kw = KEYWORD_WEIGHT * keyword_score(bm25, ideal)
+            keyword_weight, semantic_weight = fusion_weights(self.s.model or None)
+            kw = keyword_weight * keyword_score(bm25, ideal)
             known = semantic_score(np.where(unknown, 0.0, cosine))
-            low = p.similarity * (kw + SEMANTIC_WEIGHT * known) + base
+            low = p.similarity * (kw + semantic_weight * known) + base
             sure = eligible & ((bm25 > 0) | (~unknown & (cosine > 0)))  # certain to have evidence
             if sure.sum() >= want:
                 floor = np.partition(low[sure], -want)[-want]
                 self._floor = float(floor) - SLACK
                 top = max(min(cap, 1.0), 0.0)
-                high = p.similarity * (kw + SEMANTIC_WEIGHT * np.where(unknown, top, known)) + base
+                high = p.similarity * (kw + semantic_weight * np.where(unknown, top, known)) + base
                 need &= high >= floor - SLACK
         chosen = np.flatnonzero(need)
         fetched = self._fetched

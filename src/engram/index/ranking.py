@@ -12,7 +12,8 @@ something. Nothing is rescaled within a result set::
     keyword    = tanh(bm25 / ideal)      ideal: the query's BM25 on an average-length item holding
                                          each query term once (the sum of the terms' idfs)
     semantic   = max(cosine, 0)
-    similarity = 0.8 * keyword + 0.2 * semantic      (hybrid; keyword or semantic alone in those modes)
+    similarity = kw * keyword + sem * semantic        (hybrid; keyword or semantic alone in those modes;
+                                                     kw, sem by embedder: 0.8, 0.2 for MiniLM, engram.index.fusion)
     score      = w_similarity * similarity + w_confidence * confidence + w_recency * recency
 """
 
@@ -28,11 +29,9 @@ import numpy.typing as npt
 
 from engram.errors import EmbedderError, InvalidInputError
 from engram.index.corpus import CorpusStats
+from engram.index.fusion import DEFAULT_WEIGHTS, KEYWORD_WEIGHT, SEMANTIC_WEIGHT, fusion_weights
 from engram.objects import Record
 
-#: Weights of the two signals in a hybrid search's similarity (they sum to 1); see ADR 0002.
-KEYWORD_WEIGHT = 0.8
-SEMANTIC_WEIGHT = 0.2
 #: Recency exponents are capped here: 0.5 ** 1000 is 0 for ranking (and never underflows).
 MAX_HALF_LIVES = 1000.0
 
@@ -249,7 +248,8 @@ class Ranking:
             "recency": recency,
         }
         components: dict[str, float] = {}
-        share = {"hybrid": (KEYWORD_WEIGHT, SEMANTIC_WEIGHT), "keyword": (1.0, 0.0), "semantic": (0.0, 1.0)}
+        weights = fusion_weights(self.embedder)
+        share = {"hybrid": weights, "keyword": (1.0, 0.0), "semantic": (0.0, 1.0)}
         kw_share, sem_share = share[self.mode]
         if self.bm25 is not None and self.keyword is not None:
             out["bm25"], out["bm25_ideal"], out["keyword"] = float(self.bm25[j]), self.ideal, float(self.keyword[j])
@@ -260,7 +260,7 @@ class Ranking:
                 out["embedder"] = self.embedder
             components["semantic"] = p.similarity * sem_share * float(self.semantic[j])
         if self.mode == "hybrid":
-            out["keyword_weight"], out["semantic_weight"] = KEYWORD_WEIGHT, SEMANTIC_WEIGHT
+            out["keyword_weight"], out["semantic_weight"] = weights
         components["confidence"] = p.confidence * confidence
         components["recency"] = p.recency * recency
         out["components"] = components
@@ -300,7 +300,8 @@ def rank(
     keyword = keyword_score(bm25, signals.ideal) if bm25 is not None else None
     semantic = semantic_score(cosine) if cosine is not None else None
     if keyword is not None and semantic is not None:
-        similarity = KEYWORD_WEIGHT * keyword + SEMANTIC_WEIGHT * semantic
+        keyword_weight, semantic_weight = fusion_weights(embedder)
+        similarity = keyword_weight * keyword + semantic_weight * semantic
     else:
         found = keyword if keyword is not None else semantic
         assert found is not None
@@ -320,7 +321,7 @@ def rank(
         bm25, keyword, cosine, semantic = (None if a is None else a[keep] for a in (bm25, keyword, cosine, semantic))
     return Ranking(
         mode, profile, positions, scores, similarity, updated, confidence, now_ms, signals.ideal,
-        bm25, keyword, cosine, semantic, embedder, formula(mode, profile, signals.ideal),
+        bm25, keyword, cosine, semantic, embedder, formula(mode, profile, signals.ideal, fusion_weights(embedder)),
     )  # fmt: skip
 
 
@@ -389,7 +390,7 @@ def shortlist(
     best = Signals(one, np.array([newest], dtype=np.int64), np.array([confidence]),
                    np.array([rest]), np.zeros(1) if cos is not None else None, signals.ideal)  # fmt: skip
     # a margin for the last bit: vectorised and scalar paths of tanh may round differently
-    return ranking, float(rank(best, mode, profile, now_ms).scores[0]) + 1e-9
+    return ranking, float(rank(best, mode, profile, now_ms, embedder=embedder).scores[0]) + 1e-9
 
 
 def best_matches(
@@ -458,15 +459,16 @@ def rank_page(
     return ranking, select(ranking.order(key_of, want), offset, limit, admit)
 
 
-def formula(mode: str, profile: Profile, ideal: float) -> str:
-    """The score's formula for one query, with its numbers, as ``explain`` shows it."""
+def formula(mode: str, profile: Profile, ideal: float, weights: tuple[float, float] = DEFAULT_WEIGHTS) -> str:
+    """The score's formula for one query, with its numbers (``weights``: a hybrid search's keyword and semantic
+    weights), as ``explain`` shows it."""
     parts = [f"{w:g}*{name}" for name, w in
              (("similarity", profile.similarity), ("confidence", profile.confidence), ("recency", profile.recency))
              if w]  # fmt: skip
     lines = ["score = " + " + ".join(parts)]
     if profile.similarity:
         if mode == "hybrid":
-            lines.append(f"similarity = {KEYWORD_WEIGHT:g}*keyword + {SEMANTIC_WEIGHT:g}*semantic")
+            lines.append(f"similarity = {weights[0]:g}*keyword + {weights[1]:g}*semantic")
         else:
             lines.append(f"similarity = {mode}")
         if mode != "semantic":

@@ -15,6 +15,7 @@ from functools import partial
 from typing import Any, Literal, TypeVar
 
 from engram.embed import Embedder
+from engram.embed.rerank import Reranker
 from engram.index.corpus import CorpusStats
 from engram.index.docs import Phases
 from engram.maintenance import FsckReport, GcReport
@@ -249,14 +250,16 @@ class AsyncMemory:
         refresh_ttl: bool | None = None,
         at: Ref | None = None,
         stats: CorpusStats | None = None,
+        rerank: Reranker | str | None = None,
     ) -> SearchResults:
         prefix = _validate.namespace(namespace_prefix, allow_empty=True)
         if at is not None:  # a past version: nothing to share a batch with
             return await self._run(  # type: ignore[no-any-return]
                 self.memory.search, prefix, query, filter=filter, limit=limit, offset=offset, mode=mode,
-                profile=profile, explain=explain, min_score=min_score, at=at, stats=stats,
+                profile=profile, explain=explain, min_score=min_score, at=at, stats=stats, rerank=rerank,
             )  # fmt: skip
-        op = SearchOp(prefix, query, filter, limit, offset, mode, profile, explain, min_score, refresh_ttl, stats)
+        op = SearchOp(prefix, query, filter, limit, offset, mode, profile, explain, min_score, refresh_ttl, stats,
+                      rerank=rerank)  # fmt: skip
         return (await self.abatch([op]))[0]  # type: ignore[no-any-return]
 
     @twin(Memory.list_namespaces)

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from engram import codec, observe
 from engram.backends.base import now_ms
 from engram.embed import Embedder, embedder_from_spec
+from engram.embed.rerank import Reranker
 from engram.errors import InvalidInputError
 from engram.hashing import ChunkId
 from engram.index.corpus import CorpusStats
@@ -211,13 +212,14 @@ class Memory(Reader, Versioned):
         refresh_ttl: bool | None = None,
         at: Ref | None = None,
         stats: CorpusStats | None = None,
+        rerank: Reranker | str | None = None,
     ) -> SearchResults:
         """Search this branch's head, or the version ``at`` names (see :meth:`Reader.search`)."""
         if at is not None:
             started = time.perf_counter()
             past = self.at(at).search(
                 namespace_prefix, query, filter=filter, limit=limit, offset=offset, mode=mode, profile=profile,
-                explain=explain, min_score=min_score, stats=stats,
+                explain=explain, min_score=min_score, stats=stats, rerank=rerank,
             )  # fmt: skip
             observe.search_done(past.mode, time.perf_counter() - started)  # metrics
             return past
@@ -233,6 +235,7 @@ class Memory(Reader, Versioned):
             min_score,
             refresh_ttl,
             stats,
+            rerank=rerank,
         )
         return self.batch([op])[0]  # type: ignore[no-any-return]
 

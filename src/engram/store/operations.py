@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
+from engram.embed.rerank import Reranker
 from engram.index.corpus import CorpusStats
 from engram.store.ranking import Profile
 
@@ -77,6 +78,9 @@ class SearchOp:
     #: Leave out the system namespaces (first label starting with ``_``): a root search by a caller without
     #: the ``system`` scope (see :mod:`engram.store.system`).
     hide_system: bool = False
+    #: A second stage: a reranker (or its spec, ``onnx:<dir>``) rescoring the first stage's top candidates
+    #: (:mod:`engram.store.rerank`).
+    rerank: Reranker | str | None = None
 
 
 @dataclass(frozen=True, slots=True)

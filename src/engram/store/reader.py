@@ -8,12 +8,13 @@ from typing import Any
 
 from engram import codec
 from engram.backends.base import now_ms
+from engram.embed.rerank import Reranker
 from engram.errors import InvalidInputError
 from engram.hashing import ChunkId
 from engram.index.corpus import CorpusStats
 from engram.objects import Record, decode_record
 from engram.repo import Repository
-from engram.store import _validate
+from engram.store import _validate, rerank
 from engram.store import system as sysns
 from engram.store.indexing import IndexPool
 from engram.store.item import Item, SearchResults
@@ -57,6 +58,7 @@ class Reader:
         explain: bool = False,
         min_score: float | None = None,
         stats: CorpusStats | None = None,
+        rerank: Reranker | str | None = None,
     ) -> SearchResults:
         """Find items under ``namespace_prefix`` by meaning and keywords, filtered and ranked.
 
@@ -66,9 +68,12 @@ class Reader:
         value's fields; ``profile`` mixes in confidence and recency; ``explain=True`` adds each signal's
         score to every result. ``stats`` is for callers fanning a search out over several repositories: keyword
         scores use these statistics (the sum of every repository's :meth:`corpus_stats`) instead of this one's.
+        ``rerank`` (a :class:`~engram.embed.rerank.Reranker`, or a spec such as ``"onnx:<dir>"``) rescores the
+        first stage's top candidates with a cross-encoder (:mod:`engram.store.rerank`).
         """
         prefix = _validate.namespace(namespace_prefix, allow_empty=True)
-        request = SearchOp(prefix, query, filter, limit, offset, mode, profile, explain, min_score, stats=stats)
+        request = SearchOp(prefix, query, filter, limit, offset, mode, profile, explain, min_score, stats=stats,
+                           rerank=rerank)  # fmt: skip
         return self._run_search(request)
 
     def _run_search(self, request: SearchOp) -> SearchResults:
@@ -87,12 +92,15 @@ class Reader:
         def run(op: SearchOp, now: int) -> SearchResults:
             return pool.engine.search(branch, root, op, now, past=past)
 
-        cached = for_pool(pool)
-        if cached is None:
-            found = run(request, now_ms())
-        else:
+        def first(op: SearchOp) -> SearchResults:
+            cached = for_pool(pool)
+            if cached is None:
+                return run(op, now_ms())
             cache, context = cached
-            found = cache.search(root, request, now_ms(), run, context)
+            return cache.search(root, op, now_ms(), run, context)
+
+        reranks = request.rerank is not None and request.query is not None and paged
+        found = rerank.run(request, first, pool.fields) if reranks else first(request)
         return found.page(offset, limit) if paged else found
 
     def corpus_stats(self, query: str) -> CorpusStats:

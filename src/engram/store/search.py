@@ -40,6 +40,8 @@ def check(request: SearchOp) -> SearchOp:
         raise InvalidInputError(f"min_score must be a finite number, got {request.min_score!r}")
     if request.query is not None and not isinstance(request.query, str):
         raise InvalidInputError(f"query must be a string, got {type(request.query).__name__}")
+    if request.rerank is not None and request.query is None:
+        raise InvalidInputError("rerank needs a query: a listing has nothing to rerank")
     if request.stats is not None and not isinstance(request.stats, CorpusStats):
         raise InvalidInputError(f"stats must be CorpusStats, got {type(request.stats).__name__}")
     return request
