@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -18,7 +19,8 @@ from engram.ops.remotes.stores import PACK_MIN, PACKS, BucketChunkStore, Pack, d
 
 
 def _chunks(n: int, size: int = 100, tag: bytes = b"c") -> dict[bytes, bytes]:
-    blobs = [tag + b"%06d" % i + bytes((i * 31 + j) % 251 for j in range(size)) for i in range(n)]
+    # incompressible, so stored sizes are the chunks' own (compression is tested in test_compression.py)
+    blobs = [tag + b"%06d" % i + random.Random(i).randbytes(size) for i in range(n)]
     return {chunk_id(b): b for b in blobs}
 
 

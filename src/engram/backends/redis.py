@@ -4,6 +4,8 @@ Two wrappers, both optional and both safe to lose at any moment:
 
 - :class:`RedisChunkCache` caches chunks. Chunks are immutable and named by their hash, so a cached chunk
   is never stale: no TTL, no invalidation; Redis's own eviction (``maxmemory`` + ``allkeys-lru``) bounds it.
+  Values are zstd frames (:mod:`engram.backends.compression`); values cached uncompressed by older versions
+  still read.
 - :class:`RedisRefCache` caches ref values for a short time (``ttl_ms``) and refreshes them on write.
   Compare-and-swap always runs on the inner store, so correctness never depends on Redis.
 
@@ -33,10 +35,11 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("engram's Redis cache needs redis-py: pip install 'engram[redis]'") from exc
 
 from engram.backends.base import ChunkStore, RefStore
+from engram.backends.compression import compress, decode, decompress
 from engram.backends.wrappers import ForwardingRefStore
 from engram.breakers import CircuitBreaker, CircuitOpenError, register, unregister
-from engram.errors import ConfigError
-from engram.hashing import ID_SIZE, ChunkId, chunk_id
+from engram.errors import ConfigError, IntegrityError
+from engram.hashing import ID_SIZE, ChunkId
 from engram.redaction import redact_url
 
 __all__ = ["RedisChunkCache", "RedisHealth", "RedisRefCache", "open_redis", "redis_caches"]
@@ -275,8 +278,9 @@ class RedisChunkCache(ChunkStore):
         found: dict[ChunkId, bytes] = {}
         cached = self.health.run(lambda r: self._mget(r, wanted))
         if cached is not None:
-            for cid, data in zip(wanted, cached, strict=True):
-                if data is not None and (not self.verify or chunk_id(data) == cid):
+            for cid, stored in zip(wanted, cached, strict=True):
+                data = None if stored is None else _cached_chunk(cid, stored, self.verify)
+                if data is not None:
                     found[cid] = data
         missing = [cid for cid in wanted if cid not in found]
         if missing:
@@ -300,7 +304,7 @@ class RedisChunkCache(ChunkStore):
         for i in range(0, len(chunks), _BATCH):
             pipe = client.pipeline(transaction=False)
             for cid, data in chunks[i : i + _BATCH]:
-                pipe.set(self._key(cid), data)  # no TTL: chunks never change; Redis evicts by LRU
+                pipe.set(self._key(cid), compress(data))  # no TTL: chunks never change; Redis evicts by LRU
             pipe.execute()
 
     def has_many(self, ids: Iterable[ChunkId]) -> set[ChunkId]:
@@ -330,6 +334,17 @@ class RedisChunkCache(ChunkStore):
     def close(self) -> None:
         self.inner.close()
         self.health.close()
+
+
+def _cached_chunk(cid: ChunkId, stored: bytes, verify: bool) -> bytes | None:
+    """A chunk from its cached value (a zstd frame, or the chunk itself as cached before compression), or None
+    when the value is not good: it then counts as a miss, and the read from the store overwrites it."""
+    if verify:
+        return decode(cid, stored)
+    try:
+        return decompress(stored)  # a frame's checksum still catches a damaged value
+    except IntegrityError:
+        return None
 
 
 def _encode_ref(value: ChunkId | None) -> bytes:

@@ -1,7 +1,8 @@
 """The pack format of a remote: many chunks back to back in one object, and an index object beside it.
 
-``packs/<name>.pack`` holds the chunks; ``packs/<name>.idx`` holds a header (magic, write time in UTC ms, entry
-count) and, per chunk, its id, offset and length. The index is written after the pack, so a pack is visible
+``packs/<name>.pack`` holds the chunks as stored (each one zstd frame since compression, or its own bytes in packs
+written before); ``packs/<name>.idx`` holds a header (magic, write time in UTC ms, entry count) and, per chunk, its
+id and the offset and length of its stored bytes. The index is written after the pack, so a pack is visible
 only once complete; a pack is named by the hash of its ids, so writing the same chunks again rewrites it.
 """
 

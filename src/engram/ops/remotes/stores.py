@@ -8,6 +8,10 @@ Layout (the same in a folder and in S3)::
     refs/<ref name, %-quoted>           a ref: the hex id it points at
     reflog/<20-digit ns>-<random>       one JSON object per ref change
 
+Each chunk is stored as one zstd frame (:mod:`engram.backends.compression`), loose or in a pack; offsets and
+lengths in a pack's index are those of the stored frames. Copies written before compression (the chunk's own
+bytes) still read: a copy is good when what it decodes to hashes to its id.
+
 A remote passes the storage contract suites (:mod:`engram.testing`) like every local backend, so
 ``fsck``, the reachability walk and the sweep of :mod:`engram.maintenance` run on a remote as they do locally.
 """
@@ -28,9 +32,10 @@ from urllib.parse import quote, unquote
 
 from engram.backends.base import ChunkStore, RefLogEntry, RefStore, now_ms
 from engram.backends.buckets import Bucket
+from engram.backends.compression import compress, decode
 from engram.breakers import RetryPolicy
 from engram.errors import IntegrityError, StorageError
-from engram.hashing import ID_SIZE, ChunkId, chunk_id
+from engram.hashing import ID_SIZE, ChunkId
 from engram.ops.remotes.buckets import open_bucket
 from engram.ops.remotes.packs import PACK_BYTES, PACKS, Pack, decode_index, make_packs, slice_pack
 from engram.runtime import Threads
@@ -205,8 +210,9 @@ class BucketChunkStore(ChunkStore):
         self, read: dict[ChunkId, bytes], places: Mapping[ChunkId, str], found: dict[ChunkId, bytes],
         bad: dict[ChunkId, set[str]],
     ) -> None:  # fmt: skip
-        for cid, data in read.items():
-            if chunk_id(data) == cid:
+        for cid, stored in read.items():
+            data = decode(cid, stored)
+            if data is not None:
                 found[cid] = data
                 continue
             bad.setdefault(cid, set()).add(places[cid])
@@ -289,7 +295,7 @@ class BucketChunkStore(ChunkStore):
         return rest - self._present()
 
     def put_many(self, chunks: Mapping[ChunkId, bytes]) -> None:
-        items = list(chunks.items())
+        items = [(cid, compress(data)) for cid, data in chunks.items()]  # ids stay the hash of the chunk itself
         if len(items) < PACK_MIN:
             self.bucket.put_many({chunk_key(cid): data for cid, data in items})
             with self._listing:

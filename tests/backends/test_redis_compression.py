@@ -1,0 +1,128 @@
+"""The Redis chunk cache stores zstd frames (docs/adr/0004-compression.md) against the real Redis: chunks round-trip,
+values cached uncompressed before still serve, a damaged value is a miss that is overwritten (never a zstd
+exception), and a cached chunk takes a fraction of the memory it took."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Iterable, Iterator
+
+import pytest
+import redis
+from services import require_redis
+
+import engram
+from engram.backends import MemoryChunkStore
+from engram.backends.compression import MAGIC, compress, decompress
+from engram.backends.redis import RedisChunkCache, open_redis
+from engram.hashing import ChunkId
+
+_WORDS = [
+    "".join(random.Random(i).choices("abcdefghijklmnopqrstuvwxyz", k=random.Random(-i).randint(2, 9)))
+    for i in range(3000)
+]
+
+
+class CountingStore(MemoryChunkStore):
+    """A memory chunk store that records the ids each ``get_many`` asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[ChunkId] = []
+
+    def get_many(self, ids: Iterable[ChunkId]) -> dict[ChunkId, bytes]:
+        wanted = list(ids)
+        self.reads.extend(wanted)
+        return super().get_many(wanted)
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> str:
+    return require_redis()
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"engram-test-{uuid.uuid4().hex}:"
+
+
+@pytest.fixture
+def client(redis_url: str, prefix: str) -> Iterator[redis.Redis]:
+    conn = open_redis(redis_url, timeout=5)
+    yield conn
+    keys = list(conn.scan_iter(match=prefix + "*", count=1000))
+    for i in range(0, len(keys), 1000):
+        conn.delete(*keys[i : i + 1000])
+    conn.close()
+
+
+@pytest.fixture(scope="module")
+def chunks(tmp_path_factory: pytest.TempPathFactory) -> dict[ChunkId, bytes]:
+    """The chunks of a store of 1,500 typical JSON memories (sentences of common words, tags, a timestamp)."""
+    mem = engram.open(str(tmp_path_factory.mktemp("chunks") / "s"), embedder=None, author="tester")
+    rng = random.Random(5)
+    weights = [1 / (r + 1) for r in range(len(_WORDS))]
+    with mem.transaction("bulk") as tx:
+        for i in range(1500):
+            text = " ".join(rng.choices(_WORDS, weights=weights, k=rng.randint(15, 45)))
+            value = {"text": text, "user": f"user-{i % 50}", "tags": rng.sample(_WORDS[:40], 3),
+                     "created": f"2026-01-{1 + i % 28:02d}T00:{i % 60:02d}:00Z"}  # fmt: skip
+            tx.put(("agents", f"a{i % 7}"), f"m{i:05d}", value)
+    found = mem.repo.chunks.get_many(list(mem.repo.chunks.iter_ids()))
+    mem.close()
+    return found
+
+
+def test_chunks_round_trip_as_frames(client: redis.Redis, prefix: str, chunks: dict[ChunkId, bytes]) -> None:
+    RedisChunkCache(MemoryChunkStore(), client, prefix=prefix).put_many(chunks)
+    inner = CountingStore()
+    cache = RedisChunkCache(inner, client, prefix=prefix)
+    assert cache.get_many(chunks) == chunks and inner.reads == []  # all from Redis
+    values = client.mget([f"{prefix}default:c:{cid.hex()}" for cid in chunks])
+    assert values == [compress(data) for data in chunks.values()]  # each a frame, unless it would not be smaller
+    assert sum(isinstance(v, bytes) and v.startswith(MAGIC) for v in values) >= len(values) - 2  # all but the commit
+
+
+def test_a_value_cached_uncompressed_before_still_serves(
+    client: redis.Redis, prefix: str, chunks: dict[ChunkId, bytes]
+) -> None:
+    for cid, data in chunks.items():
+        client.set(f"{prefix}default:c:{cid.hex()}", data)  # what a version without compression cached
+    for verify in (True, False):
+        inner = CountingStore()
+        assert RedisChunkCache(inner, client, prefix=prefix, verify=verify).get_many(chunks) == chunks
+        assert inner.reads == []
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_a_damaged_value_is_a_miss_and_is_overwritten(
+    client: redis.Redis, prefix: str, chunks: dict[ChunkId, bytes], verify: bool
+) -> None:
+    cid, data = max(chunks.items(), key=lambda kv: len(kv[1]))
+    key = f"{prefix}default:c:{cid.hex()}"
+    frame = bytearray(compress(data))
+    frame[len(frame) // 2] ^= 0x55
+    for damaged in (bytes(frame), bytes(frame[:-3]), MAGIC + b"\xa4" + b"\xff" * 8):
+        client.set(key, damaged)
+        inner = CountingStore()
+        inner.put_many({cid: data})
+        assert RedisChunkCache(inner, client, prefix=prefix, verify=verify).get_many([cid]) == {cid: data}
+        assert inner.reads == [cid]  # read from the store ...
+        stored = client.get(key)
+        assert isinstance(stored, bytes) and decompress(stored) == data  # ... and cached again, good
+
+
+def test_a_cached_chunk_takes_a_fraction_of_the_memory(
+    client: redis.Redis, prefix: str, chunks: dict[ChunkId, bytes]
+) -> None:
+    RedisChunkCache(MemoryChunkStore(), client, prefix=prefix).put_many(chunks)
+    raw_prefix = prefix + "raw:"
+    for cid, data in chunks.items():
+        client.set(f"{raw_prefix}{cid.hex()}", data)  # the same chunks as they were cached before
+    used = sum(int(client.memory_usage(f"{prefix}default:c:{cid.hex()}") or 0) for cid in chunks)
+    before = sum(int(client.memory_usage(f"{raw_prefix}{cid.hex()}") or 0) for cid in chunks)
+    ratio = used / before
+    each, was = used / len(chunks), before / len(chunks)
+    print(f"\nRedis memory per cached chunk: {each:,.0f} B of {was:,.0f} B ({ratio:.1%})")
+    assert 0 < ratio <= 0.5  # typical JSON items (measured: see docs/adr/0004-compression.md)
