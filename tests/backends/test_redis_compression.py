@@ -1,4 +1,4 @@
-"""The Redis chunk cache stores zstd frames (docs/adr/0004-compression.md) against the real Redis: chunks round-trip,
+"""The Redis chunk cache stores zstd frames (docs/adr/0005-compression.md) against the real Redis: chunks round-trip,
 values cached uncompressed before still serve, a damaged value is a miss that is overwritten (never a zstd
 exception), and a cached chunk takes a fraction of the memory it took."""
 
@@ -125,4 +125,4 @@ def test_a_cached_chunk_takes_a_fraction_of_the_memory(
     ratio = used / before
     each, was = used / len(chunks), before / len(chunks)
     print(f"\nRedis memory per cached chunk: {each:,.0f} B of {was:,.0f} B ({ratio:.1%})")
-    assert 0 < ratio <= 0.5  # typical JSON items (measured: see docs/adr/0004-compression.md)
+    assert 0 < ratio <= 0.5  # typical JSON items (measured: see docs/adr/0005-compression.md)

@@ -1,5 +1,5 @@
 """How chunks are stored compressed outside the process (remote objects, Redis values): zstd frames
-(docs/adr/0004-compression.md).
+(docs/adr/0005-compression.md).
 
 A stored copy of a chunk is either one zstd frame (it starts with the frame magic ``28 B5 2F FD``) or the chunk's
 own bytes, as written before compression existed (engram's chunks start with a type tag, ``N`` or ``C``, never with
