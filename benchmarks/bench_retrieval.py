@@ -114,14 +114,19 @@ def evaluate_context(mem: engram.Memory, questions: list[dict[str, Any]], budget
     sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     counts: dict[str, int] = defaultdict(int)
     timings: dict[str, list[float]] = {"context": [], "top10": []}
-    for item in questions:
+    for n, item in enumerate(questions):
         relevant = set(item["evidence"])
+        # each is timed where it runs first (embedding the question: the second call reuses its vector), on every
+        # other question
         start = time.perf_counter()
-        block = mem.context(item["ns"], item["q"], budget_tokens=budget)
-        timings["context"].append(time.perf_counter() - start)
-        start = time.perf_counter()
-        hits = mem.search(item["ns"], item["q"], limit=10)
-        timings["top10"].append(time.perf_counter() - start)
+        if n % 2 == 0:
+            block = mem.context(item["ns"], item["q"], budget_tokens=budget)
+            timings["context"].append(time.perf_counter() - start)
+            hits = mem.search(item["ns"], item["q"], limit=10)
+        else:
+            hits = mem.search(item["ns"], item["q"], limit=10)
+            timings["top10"].append(time.perf_counter() - start)
+            block = mem.context(item["ns"], item["q"], budget_tokens=budget)
         scores = {f"context_{k}": v for k, v in coverage({i.key for i in block.items}, relevant).items()}
         scores |= {f"top10_{k}": v for k, v in coverage({h.key for h in hits}, relevant).items()}
         scores |= {"context_tokens": block.tokens, "context_lines": len(block.items)}
@@ -136,8 +141,8 @@ def evaluate_context(mem: engram.Memory, questions: list[dict[str, Any]], budget
 
 def print_context_table(run: dict[str, Any]) -> None:
     """Markdown table: questions whose evidence is all (any) inside the block vs the top-10, per category."""
-    print(f"context at {run['budget_tokens']} tokens ({run['tokenizer']}): p50 {run['context_p50_ms']:.1f} ms "
-          f"(top-10 search p50 {run['top10_p50_ms']:.1f} ms)\n")  # fmt: skip
+    print(f"context at {run['budget_tokens']} tokens ({run['tokenizer']}): p50 {run['context_p50_ms']:.1f} ms; "
+          f"top-10 search p50 {run['top10_p50_ms']:.1f} ms (each timed where it ran first)\n")  # fmt: skip
     print(
         "| questions | n | all evidence: context | all evidence: top-10 | any: context | any: top-10 | "
         "evidence recall: context | evidence recall: top-10 | mean tokens | mean lines |\n" + "|---" * 10 + "|"

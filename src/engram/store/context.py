@@ -144,22 +144,41 @@ def build(
             continue
         seen.add(norm)
         chosen.append((item, score, _line(item, text)))
-    costs = counter.count_many([line for _, _, line in chosen])
-    kept: list[ContextItem] = []
+    kept, total = _fit(counter, [line for _, _, line in chosen], budget_tokens)
+    items = tuple(ContextItem(chosen[i][0].namespace, chosen[i][0].key, chosen[i][1], cost, chosen[i][2])
+                  for i, cost in kept)  # fmt: skip
+    text = "\n".join(item.line for item in items)
+    return Context(text, items, total, budget_tokens, counter.name, found.mode, found.degraded,
+                   len(chosen) - len(items), duplicates, superseded)  # fmt: skip
+
+
+def _fit(counter: TokenCounter, lines: list[str], budget: int) -> tuple[list[tuple[int, int]], int]:
+    """Which lines go in, in order, as (index, tokens), and the tokens of the block they make: each line that
+    still fits, so a shorter one may follow one left out. An additive counter (see :mod:`engram.embed.tokens`)
+    needs no newline between lines and skips, untokenized, a line with more words than the room left; for any
+    other the block's real count is checked and lines dropped from the end until it fits."""
+    additive = getattr(counter, "additive", False) is True
+    kept: list[tuple[int, int]] = []
     used = 0
-    for (item, score, line), cost in zip(chosen, costs, strict=True):
-        step = cost + (1 if kept else 0)  # the newline before it
-        if used + step <= budget_tokens:
-            kept.append(ContextItem(item.namespace, item.key, score, cost, line))
-            used += step
-    text = "\n".join(k.line for k in kept)
-    total = counter.count_many([text])[0] if kept else 0
-    while total > budget_tokens:  # a tokenizer whose tokens merge across lines: trust the real count
+    for index, line in enumerate(lines):
+        newline = 0 if additive or not kept else 1
+        if additive and used + len(line.split()) > budget:
+            continue
+        cost = counter.count_many([line])[0]
+        if used + newline + cost <= budget:
+            kept.append((index, cost))
+            used += newline + cost
+    if additive:
+        return kept, used
+    total = _count_block(counter, lines, kept)
+    while total > budget:  # a tokenizer whose tokens merge across lines: trust the real count
         kept.pop()
-        text = "\n".join(k.line for k in kept)
-        total = counter.count_many([text])[0] if kept else 0
-    return Context(text, tuple(kept), total, budget_tokens, counter.name, found.mode, found.degraded,
-                   len(chosen) - len(kept), duplicates, superseded)  # fmt: skip
+        total = _count_block(counter, lines, kept)
+    return kept, total
+
+
+def _count_block(counter: TokenCounter, lines: list[str], kept: list[tuple[int, int]]) -> int:
+    return counter.count_many(["\n".join(lines[i] for i, _ in kept)])[0] if kept else 0
 
 
 def _current(search: Search, found: SearchResults) -> tuple[list[tuple[Item, float | None]], int]:
