@@ -24,6 +24,7 @@ import importlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
 from engram import runtime
@@ -32,6 +33,8 @@ from engram.errors import ConfigError
 
 #: Characters per token of the ``estimate`` counter (a conservative average for English).
 CHARS_PER_TOKEN = 4
+#: Token counts a counter remembers (texts seen most recently).
+COUNT_CACHE = 65_536
 SPEC_FORMS = '"wordpiece", "tiktoken:<encoding>" or "estimate"'
 
 
@@ -78,13 +81,16 @@ class WordPieceCounter:
         tokenizer.no_truncation()
         self._tokenizer = tokenizer
         self._lock = threading.Lock()
+        # the same memories come back query after query: their counts are remembered (a pure function of the text)
+        self._count = lru_cache(maxsize=COUNT_CACHE)(self._encode)
+
+    def _encode(self, text: str) -> int:
+        with self._lock:  # one text at a time: encode_batch's thread pool was slower on a busy machine (measured)
+            return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
         """The number of WordPiece tokens of each text."""
-        if not texts:
-            return []
-        with self._lock:  # one at a time: encode_batch's thread pool was slower on a busy machine (measured)
-            return [len(self._tokenizer.encode(text, add_special_tokens=False).ids) for text in texts]
+        return [self._count(text) for text in texts]
 
 
 class TiktokenCounter:
