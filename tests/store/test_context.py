@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 from collections.abc import Sequence
 
 import pytest
@@ -158,6 +159,12 @@ def test_context_refuses_an_unknown_tokenizer_and_a_bad_namespace() -> None:
         mem.context(ALICE, "q", tokenizer="gpt-9")
     with pytest.raises(InvalidInputError):
         mem.context(("users", ""), "q")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tiktoken") is not None, reason="tiktoken is installed here")
+def test_context_says_what_to_install_for_tiktoken() -> None:
+    with pytest.raises(ConfigError, match="needs the tiktoken package"):
+        _open().context(ALICE, "q", tokenizer="tiktoken:cl100k_base")
 
 
 class _Words:

@@ -20,7 +20,6 @@ then needs no count of the joined text and skips lines too long to fit without t
 
 from __future__ import annotations
 
-import importlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -71,10 +70,11 @@ class WordPieceCounter:
     additive = True
 
     def __init__(self) -> None:
-        # tokenizers is loaded lazily on purpose: importing engram.embed needs numpy only (see engram.embed)
-        module: Any = importlib.import_module("tokenizers")
+        # loaded lazily on purpose: importing engram.embed needs numpy only (see engram.embed)
+        from tokenizers import Tokenizer
+
         try:
-            tokenizer = module.Tokenizer.from_file(str(BUNDLED_TOKENIZER))
+            tokenizer = Tokenizer.from_file(str(BUNDLED_TOKENIZER))
         except Exception as exc:  # tokenizers raises untyped errors
             raise ConfigError(f"cannot load the bundled tokenizer {BUNDLED_TOKENIZER}: {exc}") from exc
         tokenizer.no_padding()
@@ -99,11 +99,11 @@ class TiktokenCounter:
     def __init__(self, encoding: str) -> None:
         try:
             # optional dependency, loaded lazily on purpose: only this counter needs it
-            module: Any = importlib.import_module("tiktoken")
+            import tiktoken  # type: ignore[import-not-found,unused-ignore]
         except ImportError as exc:
             raise ConfigError("tokenizer 'tiktoken:...' needs the tiktoken package: pip install tiktoken") from exc
         try:
-            self._encoding = module.get_encoding(encoding)
+            self._encoding: Any = tiktoken.get_encoding(encoding)
         except Exception as exc:  # tiktoken raises ValueError, or requests' errors when it cannot download
             raise ConfigError(
                 f"tiktoken cannot load the encoding {encoding!r} ({type(exc).__name__}: {exc}); it downloads the "
