@@ -104,6 +104,8 @@ def test_context_drops_writer_memories_replaced_on_their_subject() -> None:
     ranked = [h.key for h in mem.search(ALICE, "Alice lives in Berlin")]
     assert ranked[0] == "w1" and keys[0] == "w2"  # in the place of the memory it replaced
     assert "Munich" in block.text
+    only_run_1 = mem.context(ALICE, "Alice lives in Berlin", filter={"writer_run": "run-1"})
+    assert [i.key for i in only_run_1.items] == ["w1"] and only_run_1.superseded == 0  # the newer one is filtered out
 
 
 def test_context_shows_the_same_text_once() -> None:

@@ -132,7 +132,7 @@ def build(
     query, budget_tokens, candidates = check(query, budget_tokens, candidates)
     counter = token_counter(tokenizer)
     found = search(namespace_prefix, query, filter=filter, limit=candidates, mode=mode)
-    current, superseded = _current(search, found)
+    current, superseded = _current(search, found, filter)
     chosen: list[tuple[Item, float | None, str]] = []
     seen: set[str] = set()
     duplicates = 0
@@ -181,8 +181,11 @@ def _count_block(counter: TokenCounter, lines: list[str], kept: list[tuple[int, 
     return counter.count_many(["\n".join(lines[i] for i, _ in kept)])[0] if kept else 0
 
 
-def _current(search: Search, found: SearchResults) -> tuple[list[tuple[Item, float | None]], int]:
-    """The hits with each writer memory replaced by the newest one on its subject; how many were replaced."""
+def _current(
+    search: Search, found: SearchResults, filter: Mapping[str, Any] | None
+) -> tuple[list[tuple[Item, float | None]], int]:
+    """The hits with each writer memory replaced by the newest one on its subject (that ``filter`` accepts); how
+    many were replaced."""
     out: list[tuple[Item, float | None]] = []
     keys: set[tuple[tuple[str, ...], str]] = set()
     newest: dict[tuple[tuple[str, ...], str], Item] = {}
@@ -193,7 +196,7 @@ def _current(search: Search, found: SearchResults) -> tuple[list[tuple[Item, flo
         if subject is not None:
             place = (hit.namespace, subject)
             if place not in newest:
-                newest[place] = _newest(search, hit, subject)
+                newest[place] = _newest(search, hit, subject, filter)
             if newest[place].key != hit.key:
                 superseded += 1
                 item = newest[place]
@@ -210,9 +213,11 @@ def _subject(item: Item) -> str | None:
     return None
 
 
-def _newest(search: Search, item: Item, subject: str) -> Item:
-    """The newest writer memory on ``subject`` in ``item``'s namespace (``item`` itself when it is)."""
-    listing = search(item.namespace, None, filter={"subject": subject, "writer_run": {"$exists": True}},
+def _newest(search: Search, item: Item, subject: str, filter: Mapping[str, Any] | None) -> Item:
+    """The newest writer memory on ``subject`` in ``item``'s namespace that ``filter`` accepts (``item`` itself
+    when it is)."""
+    same: dict[str, Any] = {"subject": subject, "writer_run": {"$exists": True}}
+    listing = search(item.namespace, None, filter=same if not filter else {"$and": [dict(filter), same]},
                      limit=SUBJECT_SCAN)  # fmt: skip
     best = item
     for other in listing:
