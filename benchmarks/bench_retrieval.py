@@ -5,6 +5,10 @@ in its own conversation's namespace. The data is read from ``../shared/data/loco
 copied here: its licence is non-commercial); without it the script says so and exits 0.
 
     python benchmarks/bench_retrieval.py [--data PATH] [--modes hybrid,keyword,semantic] [--out FILE]
+
+``--context`` measures ``Memory.context`` instead: for each question, whether its evidence is inside the context
+block at ``--budget`` tokens (1,000 by default) versus inside the top-10 hits of the same hybrid search, and the
+p50 latency of each (``--questions N`` takes N questions spread evenly over the data set).
 """
 
 from __future__ import annotations
@@ -99,6 +103,58 @@ def evaluate(mem: engram.Memory, questions: list[dict[str, Any]], mode: str, pro
     return {"mode": mode, "profile": profile, "p50_ms": 1000 * latencies[len(latencies) // 2], "results": table}
 
 
+def coverage(found: set[str], relevant: set[str]) -> dict[str, float]:
+    """Whether all, and whether any, of a question's evidence is in ``found``, and the share that is."""
+    hit = len(relevant & found)
+    return {"all": float(hit == len(relevant)), "any": float(hit > 0), "recall": hit / len(relevant)}
+
+
+def evaluate_context(mem: engram.Memory, questions: list[dict[str, Any]], budget: int) -> dict[str, Any]:
+    """Evidence inside the context block at ``budget`` tokens vs inside the top-10 hits, per category."""
+    sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    counts: dict[str, int] = defaultdict(int)
+    timings: dict[str, list[float]] = {"context": [], "top10": []}
+    for n, item in enumerate(questions):
+        relevant = set(item["evidence"])
+        # each is timed where it runs first (embedding the question: the second call reuses its vector), on every
+        # other question
+        start = time.perf_counter()
+        if n % 2 == 0:
+            block = mem.context(item["ns"], item["q"], budget_tokens=budget)
+            timings["context"].append(time.perf_counter() - start)
+            hits = mem.search(item["ns"], item["q"], limit=10)
+        else:
+            hits = mem.search(item["ns"], item["q"], limit=10)
+            timings["top10"].append(time.perf_counter() - start)
+            block = mem.context(item["ns"], item["q"], budget_tokens=budget)
+        scores = {f"context_{k}": v for k, v in coverage({i.key for i in block.items}, relevant).items()}
+        scores |= {f"top10_{k}": v for k, v in coverage({h.key for h in hits}, relevant).items()}
+        scores |= {"context_tokens": block.tokens, "context_lines": len(block.items)}
+        for group in ("all", CATEGORIES[item["category"]]):
+            counts[group] += 1
+            for name, value in scores.items():
+                sums[group][name] += value
+    table = {g: {m: v / counts[g] for m, v in sums[g].items()} | {"n": counts[g]} for g in sums}
+    p50 = {f"{name}_p50_ms": 1000 * sorted(t)[len(t) // 2] for name, t in timings.items()}
+    return {"budget_tokens": budget, "tokenizer": block.tokenizer, **p50, "results": table}
+
+
+def print_context_table(run: dict[str, Any]) -> None:
+    """Markdown table: questions whose evidence is all (any) inside the block vs the top-10, per category."""
+    print(f"context at {run['budget_tokens']} tokens ({run['tokenizer']}): p50 {run['context_p50_ms']:.1f} ms; "
+          f"top-10 search p50 {run['top10_p50_ms']:.1f} ms (each timed where it ran first)\n")  # fmt: skip
+    print(
+        "| questions | n | all evidence: context | all evidence: top-10 | any: context | any: top-10 | "
+        "evidence recall: context | evidence recall: top-10 | mean tokens | mean lines |\n" + "|---" * 10 + "|"
+    )
+    for group in ("all", *CATEGORIES.values()):
+        r = run["results"].get(group)
+        if r:
+            print(f"| {group} | {r['n']} | {r['context_all']:.3f} | {r['top10_all']:.3f} | {r['context_any']:.3f} | "
+                  f"{r['top10_any']:.3f} | {r['context_recall']:.3f} | {r['top10_recall']:.3f} | "
+                  f"{r['context_tokens']:.0f} | {r['context_lines']:.1f} |")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -106,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profiles", default="similarity,balanced,recent,quality")
     parser.add_argument("--embedder", default="minilm")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "retrieval.json")
+    parser.add_argument("--context", action="store_true", help="measure Memory.context against the top-10 hits")
+    parser.add_argument("--budget", type=int, default=1000, help="the context's token budget (with --context)")
+    parser.add_argument("--questions", type=int, default=None, help="only N questions, spread evenly")
     args = parser.parse_args(argv)
     if not args.data.exists():
         print(f"LoCoMo data not found at {args.data}: skipping the retrieval benchmark.")
@@ -116,6 +175,16 @@ def main(argv: list[str] | None = None) -> int:
     mem.search(("locomo",), "warm up")  # builds the index and embeds every turn
     print(f"loaded and indexed {mem.count()} turns in {time.perf_counter() - start:.1f} s; "
           f"{len(questions)} questions with evidence; {dropped}", file=sys.stderr)  # fmt: skip
+    if args.questions is not None and 0 < args.questions < len(questions):
+        step = len(questions) / args.questions
+        questions = [questions[int(i * step)] for i in range(args.questions)]
+    if args.context:
+        run = evaluate_context(mem, questions, args.budget)
+        print_context_table(run)
+        out = args.out.with_name("context.json") if args.out.name == "retrieval.json" else args.out
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"questions": len(questions), "dropped": dropped, "context": run}, indent=2))
+        return 0
     runs = []
     for mode in args.modes.split(","):
         for profile in args.profiles.split(",") if mode == "hybrid" else ["similarity"]:

@@ -35,6 +35,7 @@ DOC = ROOT / "docs" / "mcp.md"
 ALICE = ["users", "alice"]
 EXPECTED_TOOLS = [
     "memory_search",
+    "memory_context",
     "memory_get",
     "memory_write",
     "memory_delete",
@@ -147,6 +148,7 @@ async def test_mcp_lists_every_tool_with_a_strict_documented_schema(client: Clie
 #: need none for read-only ones, so a tool that lists must never be marked as one that deletes (issue #12).
 HINTS = {
     "memory_search": (True, False, "read"),
+    "memory_context": (True, False, "read"),
     "memory_get": (True, False, "read"),
     "memory_write": (False, False, "write"),
     "memory_delete": (False, True, "write"),

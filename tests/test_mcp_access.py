@@ -141,6 +141,10 @@ async def test_call_tool_keeps_a_restricted_key_inside_its_prefix() -> None:
     assert [item["namespace"] for item in _data(found)["items"]] == [["users", "alice"]]
     spaces = await call_tool(mem, "memory_list_namespaces", {}, alice)
     assert _data(spaces)["namespaces"] == [["users", "alice"]]
+    block = _data(await call_tool(mem, "memory_context", {"query": "dark mode"}, alice))  # [] narrowed too
+    assert [item["namespace"] for item in block["items"]] == [["users", "alice"]] and "bob" not in block["text"]
+    refused = await call_tool(mem, "memory_context", {"namespace": ["users", "bob"], "query": "dark mode"}, alice)
+    assert refused.is_error and "outside this API key's prefix" in refused.content[0].text
     diff = await call_tool(mem, "memory_diff", {"old": "HEAD~2"}, alice)
     assert {tuple(c["namespace"]) for c in _data(diff)["changes"]} == {("users", "alice")}
     for name, args in [("memory_merge", {"source": "main"}), ("memory_revert", {"ref": "HEAD"})]:

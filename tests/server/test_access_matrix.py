@@ -66,6 +66,10 @@ def _put(world: World, target: str, v1: bool = True) -> dict[str, Any]:
     return {"json": body}
 
 
+#: A query whose words are every target's marker: a read-back that can leak one would find it.
+_EVERY_MARKER = " ".join(MARKERS.values())
+
+
 def _name(kind: str) -> str:
     return f"m-{kind.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
 
@@ -92,6 +96,9 @@ ROUTES: dict[tuple[str, str], Entry] = {
         "item", "write", lambda w, k, t: ("/v1/items", {"params": {**_q(w, t)["params"], "key": "probe"}}), False
     ),
     ("POST", "/v1/search"): Entry("scan", "read", lambda w, k, t: ("/v1/search", {"json": {"limit": 1000}})),
+    ("POST", "/v1/context"): Entry(
+        "scan", "read", lambda w, k, t: ("/v1/context", {"json": {"query": _EVERY_MARKER, "budget_tokens": 5000}})
+    ),
     ("GET", "/v1/namespaces"): Entry("scan", "read", lambda w, k, t: ("/v1/namespaces", {})),
     ("GET", "/v1/log"): Entry("scan", "read", lambda w, k, t: ("/v1/log", {"params": {"limit": 200}})),
     ("GET", "/v1/commits/{ref:path}"): Entry(
@@ -467,7 +474,7 @@ def _tool_args(world: World, name: str, target: str, kind: str = "") -> dict[str
         args.setdefault(required, {"channel": _ch(world, target), "content": "hi", "to": "c", "invitee": "a",
                                    "owner": "b", "worked": True, "name": _name("c"), "message_id": message,
                                    "messages": [{"content": "hi"}], "member": "a",
-                                   "capabilities": ["send"]}.get(required))  # fmt: skip
+                                   "capabilities": ["send"], "query": _EVERY_MARKER}.get(required))  # fmt: skip
     if branch and name in ("memory_get", "memory_history"):
         args["namespace"] = ns  # the conversations branch is not reachable by these tools: the namespace is refused
     return args

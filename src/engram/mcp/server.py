@@ -45,7 +45,8 @@ INSTRUCTIONS = """\
 engram is versioned memory: every write is a commit, so nothing is lost and the past can be read.
 Namespaces are arrays of labels, e.g. ["users", "alice"]; an item is (namespace, key) -> a JSON object.
 Find memories with memory_search (query + MongoDB-style filter), read one with memory_get, store one with
-memory_write. Read tools take `at` (a branch, tag, commit id, HEAD~n or main@{ISO time}) to read the past;
+memory_write; memory_context gives the memories on a topic as prompt text within a token budget. Read tools
+take `at` (a branch, tag, commit id, HEAD~n or main@{ISO time}) to read the past;
 memory_log, memory_diff and memory_history show what changed, when and who wrote it. Write tools take
 `branch`: try risky changes on a branch (memory_create_branch; memory_list_branches lists them), then
 memory_merge it; memory_revert undoes a commit.\

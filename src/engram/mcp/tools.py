@@ -126,6 +126,32 @@ def memory_search(
             "items": items, "has_more": results.has_more, "next_offset": results.next_offset}  # fmt: skip
 
 
+@MEMORY_TOOLS.tool(
+    guard=_narrowed,
+    required=("query",),
+    read_only=True,
+    namespace=labels('Namespace prefix to read under, e.g. ["users", "alice"]; [] reads everything.', default=[]),
+    query=string("What the prompt is about, in words."),
+    budget_tokens=integer("Most tokens the block may take.", 1000, maximum=1_000_000),
+    filter={"type": "object", "description": "MongoDB-style filter on the value's fields, as in memory_search."},
+    candidates=integer("Search hits the block is chosen from.", 50),
+    mode=choice(["hybrid", "semantic", "keyword"], "The search mode, as in memory_search."),
+    at=AT,
+)
+def memory_context(
+    memory: Memory, *, namespace: list[str], query: str, budget_tokens: int, filter: dict[str, Any] | None = None,
+    candidates: int, mode: Mode | None = None, at: str | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """The memories most relevant to a query as one block of prompt text within a token budget: current facts
+    only, each once, most relevant first, each line "[date] text (source: ids)"; `at` gives what was known then.
+
+    Returns {text, items, tokens, budget_tokens, tokenizer, mode, degraded, left_out, duplicates, superseded}:
+    paste `text` into a prompt; `items` lists each line's namespace, key, score and tokens.
+    """
+    return memory.context(namespace, query, budget_tokens=budget_tokens, filter=filter, candidates=candidates,
+                          mode=mode, at=at).dict()  # fmt: skip
+
+
 @MEMORY_TOOLS.tool(required=("namespace", "key"), read_only=True, namespace=NAMESPACE, key=KEY, at=AT, guard=_checked)
 def memory_get(memory: Memory, *, namespace: list[str], key: str, at: str | None = None) -> dict[str, Any]:
     """Read one memory by namespace and key, now or as of a past version (`at`).

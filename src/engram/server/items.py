@@ -151,6 +151,18 @@ async def v1_search(caller: Read, body: s.SearchV1) -> dict[str, Any]:
     return search_json(await run(_search(caller, body, body.branch)))
 
 
+@routes.post("/context", response_model=None, responses=s.responses(s.ContextOut))
+async def v1_context(caller: Read, body: s.ContextV1) -> dict[str, Any]:
+    """The memories most relevant to ``query`` as one block of prompt text within ``budget_tokens`` (current
+    facts only, each once, most relevant first, each line with its date and source ids), on a branch or as of
+    ``at``; with the list of what it holds."""
+    prefix = caller.who.narrow(body.namespace_prefix) or ()
+    found = await run(lambda: caller.on(body.branch).context(
+        prefix, body.query, budget_tokens=body.budget_tokens, filter=body.filter, candidates=body.candidates,
+        mode=body.mode, at=body.at))  # fmt: skip
+    return found.dict()
+
+
 @routes.get("/namespaces", response_model=None, responses=s.responses(s.NamespacesOut))
 async def v1_namespaces(
     caller: Read,

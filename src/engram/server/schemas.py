@@ -143,6 +143,44 @@ class SearchV1(SearchItems):
     branch: str | None = None
 
 
+class ContextV1(_Body):
+    """``POST /v1/context``: the memories relevant to ``query`` as prompt text within ``budget_tokens``."""
+
+    namespace_prefix: Prefix = Field(default_factory=list)
+    query: Annotated[str, Field(min_length=1, description="what the prompt is about")]
+    budget_tokens: int = Field(1000, ge=1, le=1_000_000, description="tokens the block may take at most")
+    filter: dict[str, Any] | None = None
+    candidates: int = Field(50, ge=1, le=1000, description="search hits the block is chosen from")
+    mode: Mode | None = None
+    at: RefText | None = Field(None, description="what was known as of a ref: branch, tag, commit, main@{time}")
+    branch: str | None = None
+
+
+class ContextItemOut(BaseModel):
+    """One memory in a context block."""
+
+    namespace: list[str]
+    key: str
+    score: float | None
+    tokens: int
+    line: str
+
+
+class ContextOut(BaseModel):
+    """A context block (``text``), what it holds (``items``), and how it was counted and chosen."""
+
+    text: str
+    items: list[ContextItemOut]
+    tokens: int
+    budget_tokens: int
+    tokenizer: str
+    mode: str
+    degraded: str | None
+    left_out: int
+    duplicates: int
+    superseded: int
+
+
 class CreateRef(_Body):
     """``POST /v1/branches`` and ``POST /v1/tags``: name the version ``at`` (``HEAD`` is ``branch``'s head)."""
 

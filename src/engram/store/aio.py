@@ -16,11 +16,12 @@ from typing import Any, Literal, TypeVar
 
 from engram.embed import Embedder
 from engram.embed.rerank import Reranker
+from engram.embed.tokens import TokenCounter
 from engram.index.corpus import CorpusStats
 from engram.index.docs import Phases
 from engram.maintenance import FsckReport, GcReport
 from engram.objects import Commit
-from engram.store import _validate
+from engram.store import _validate, context
 from engram.store.indexing import IndexLag
 from engram.store.item import CommitDetails, Item, ItemChange, MergeOutcome, SearchResults, Version
 from engram.store.memory import Memory
@@ -296,6 +297,24 @@ class AsyncMemory:
     @twin(Memory.index_lags)
     async def aindex_lags(self) -> dict[str, IndexLag]:
         return await self._run(self.memory.index_lags)  # type: ignore[no-any-return]
+
+    @twin(Memory.context)
+    async def acontext(
+        self,
+        namespace_prefix: Sequence[str],
+        query: str,
+        *,
+        budget_tokens: int = context.BUDGET_TOKENS,
+        filter: Mapping[str, Any] | None = None,
+        candidates: int = context.CANDIDATES,
+        mode: Mode | None = None,
+        tokenizer: str | TokenCounter | None = None,
+        at: Ref | None = None,
+    ) -> context.Context:
+        return await self._run(  # type: ignore[no-any-return]
+            self.memory.context, namespace_prefix, query, budget_tokens=budget_tokens, filter=filter,
+            candidates=candidates, mode=mode, tokenizer=tokenizer, at=at,
+        )  # fmt: skip
 
     @twin(Memory.corpus_stats)
     async def acorpus_stats(self, query: str) -> CorpusStats:

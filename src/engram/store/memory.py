@@ -17,13 +17,14 @@ from engram import codec, observe
 from engram.backends.base import now_ms
 from engram.embed import Embedder, embedder_from_spec
 from engram.embed.rerank import Reranker
+from engram.embed.tokens import TokenCounter
 from engram.errors import InvalidInputError
 from engram.hashing import ChunkId
 from engram.index.corpus import CorpusStats
 from engram.index.docs import Phases
 from engram.objects import Commit, Record, decode_record, encode_record
 from engram.repo import Repository
-from engram.store import _validate
+from engram.store import _validate, context
 from engram.store.indexing import IndexLag, IndexPool
 from engram.store.item import Item, SearchResults
 from engram.store.operations import NOT_PROVIDED, GetOp, ListNamespacesOp, Mode, Op, PutOp, SearchOp, TTLConfig
@@ -238,6 +239,24 @@ class Memory(Reader, Versioned):
             rerank=rerank,
         )
         return self.batch([op])[0]  # type: ignore[no-any-return]
+
+    def context(
+        self,
+        namespace_prefix: Sequence[str],
+        query: str,
+        *,
+        budget_tokens: int = context.BUDGET_TOKENS,
+        filter: Mapping[str, Any] | None = None,
+        candidates: int = context.CANDIDATES,
+        mode: Mode | None = None,
+        tokenizer: str | TokenCounter | None = None,
+        at: Ref | None = None,
+    ) -> context.Context:
+        """Prompt text for ``query`` at this branch's head, or as the version ``at`` names knew it (see
+        :meth:`Reader.context`)."""
+        reader: Reader = self if at is None else self.at(at)
+        return Reader.context(reader, namespace_prefix, query, budget_tokens=budget_tokens, filter=filter,
+                              candidates=candidates, mode=mode, tokenizer=tokenizer)  # fmt: skip
 
     def corpus_stats(self, query: str) -> CorpusStats:
         """The keyword statistics a search of ``query`` at this branch's head scores with (see

@@ -9,12 +9,13 @@ from typing import Any
 from engram import codec
 from engram.backends.base import now_ms
 from engram.embed.rerank import Reranker
+from engram.embed.tokens import TokenCounter
 from engram.errors import InvalidInputError
 from engram.hashing import ChunkId
 from engram.index.corpus import CorpusStats
 from engram.objects import Record, decode_record
 from engram.repo import Repository
-from engram.store import _validate, rerank
+from engram.store import _validate, context, rerank
 from engram.store import system as sysns
 from engram.store.indexing import IndexPool
 from engram.store.item import Item, SearchResults
@@ -75,6 +76,33 @@ class Reader:
         request = SearchOp(prefix, query, filter, limit, offset, mode, profile, explain, min_score, stats=stats,
                            rerank=rerank)  # fmt: skip
         return self._run_search(request)
+
+    def context(
+        self,
+        namespace_prefix: Sequence[str],
+        query: str,
+        *,
+        budget_tokens: int = context.BUDGET_TOKENS,
+        filter: Mapping[str, Any] | None = None,
+        candidates: int = context.CANDIDATES,
+        mode: Mode | None = None,
+        tokenizer: str | TokenCounter | None = None,
+    ) -> context.Context:
+        """The memories most relevant to ``query`` as one block of prompt text within ``budget_tokens``.
+
+        Current facts only (superseded writer memories left out), each text once, most relevant first, each line
+        with its date and source ids; chosen from the search's top ``candidates`` (``filter`` and ``mode`` as in
+        :meth:`search`). ``tokenizer`` counts the budget: ``"wordpiece"`` (the default), ``"tiktoken:<encoding>"``,
+        ``"estimate"`` or a counter object (:mod:`engram.embed.tokens`). Returns the block and the list of what it
+        holds (:class:`~engram.store.context.Context`). Reads refresh no TTL.
+        """
+        prefix = _validate.namespace(namespace_prefix, allow_empty=True)
+
+        def search(namespace: Sequence[str], text: str | None, **options: Any) -> SearchResults:
+            return Reader.search(self, namespace, text, **options)
+
+        return context.build(search, prefix, query, budget_tokens=budget_tokens, filter=filter,
+                             candidates=candidates, mode=mode, tokenizer=tokenizer)  # fmt: skip
 
     def _run_search(self, request: SearchOp) -> SearchResults:
         """Run a search operation built once by the caller (its namespace validated): this reader's system rule
