@@ -259,8 +259,12 @@ class PageRun:
         path = self.cwd / f"test_docs_block_{block.line}.py"
         path.write_text(text)
         env = {**self.env, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # the block needs no plugin; loading them is slow
+        # A temp folder of its own: a nested run in the shared /tmp/pytest-of-<user> would number a new folder there
+        # and delete all but the newest three, the running suite's (and its private PostgreSQL's socket) included.
+        basetemp = self.cwd / f".pytest-tmp-{block.line}"
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error"]
         done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error", path.name],
+            [*command, f"--basetemp={basetemp}", path.name],
             cwd=self.cwd,
             env=env,
             capture_output=True,
