@@ -24,6 +24,7 @@ def extras(served: Served) -> dict[str, Any]:
     served.api("POST", "/v1/conversations", json={"conversation_id": "chat-7", "target": ["users", "carol"]})
     for i, (role, text) in enumerate([("user", "I prefer dark mode. I live in Lisbon."), ("assistant", "Noted!")] * 2):
         served.api("POST", "/v1/conversations/chat-7/turns", json={"role": role, "text": text, "message_id": f"m{i}"})
+    served.api("GET", "/v1/writer/users.carol/status", params={"wait": 30})  # the writer runs in the background
     review = [b for b in served.api("GET", "/v1/branches")["refs"] if b.startswith("writer/")]
     served.api("POST", "/v1/tags", json={"name": "incident-start", "at": served.story["truth"]["bad"]})
     for agent in ("oncall", "ui-monitor"):
@@ -202,6 +203,8 @@ def test_ui_writer_review_reject_deletes_the_branch(page: Any, served: Served) -
     served.api("POST", "/v1/conversations", json={"conversation_id": "chat-8", "target": ["users", "bob"]})
     for i, (role, text) in enumerate([("user", "I work from Berlin. I like tea."), ("assistant", "Noted!")] * 2):
         served.api("POST", "/v1/conversations/chat-8/turns", json={"role": role, "text": text, "message_id": f"b{i}"})
+    status = served.api("GET", "/v1/writer/users.bob/status", params={"wait": 30})  # the writer runs in the background
+    assert status["last_run"] is not None and status["last_run"]["outcome"] == "review", status
     branch = next(b for b in served.api("GET", "/v1/branches")["refs"] if b.startswith("writer/users.bob/"))
     run = branch.rsplit("/", 1)[1]
     open_view(page, "branches", "branches")
