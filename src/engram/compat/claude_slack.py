@@ -1,11 +1,8 @@
 """claude-slack's ``ClaudeSlackAPI`` over engram's channels: code written for claude-slack runs on engram unchanged.
 
-The one-line switch::
-
-    from claude_slack.api import ClaudeSlackAPI          # before
-    from engram.compat.claude_slack import ClaudeSlackAPI  # after: the same calls, awaited as before
-
-    api = ClaudeSlackAPI(db_path="team.engram")          # an engram store (a path or URL), or memory=/channels=
+The one-line switch: import ``ClaudeSlackAPI`` from ``engram.compat.claude_slack`` instead of ``claude_slack.api``
+and build it with ``ClaudeSlackAPI(db_path="team.engram")`` (an engram store: a path or URL; or ``memory=`` /
+``channels=``); the same calls, awaited as before (docs/migrate.md).
 
 Every call is a coroutine, as in claude-slack, running engram's public channels API
 (:class:`engram.channels.Channels` and :class:`~engram.channels.Actor`) on a worker thread. Channel ids keep
