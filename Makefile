@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint bench clean system-deps
+.PHONY: run test lint bench clean system-deps screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ system-deps:
 
 test: lint system-deps
 	$(BIN)/pytest
+
+# docs/ui/*.png: every view of the web UI at 1400x900 and 390x844, drawn by headless Chromium.
+screenshots: $(VENV)/.installed-dev system-deps
+	PYTHONPATH=tests $(BIN)/python -m ui.screenshots docs/ui
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python -m pip install -q -e '.[bench]'

@@ -26,7 +26,6 @@ from engram.server.framing import uvicorn_options
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
-SHOTS = ROOT / "docs" / "ui"
 
 
 def _example() -> ModuleType:
@@ -140,10 +139,40 @@ def _client_error(text: str) -> bool:
 
 
 def shot(page: Any, name: str) -> None:
-    """Write docs/ui/<name>.png (docs/ui.md shows it)."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"))
-    assert (SHOTS / f"{name}.png").stat().st_size > 5000
+    """The view draws a picture worth showing (``make screenshots`` writes docs/ui/<name>.png, not the tests:
+    a test run leaves the repository as it was)."""
+    assert len(page.screenshot()) > 5000, name
+
+
+def add_extras(served: Served) -> dict[str, Any]:
+    """A writer run waiting for review, a tag, and a channel with a thread and feedback."""
+    served.api("POST", "/v1/conversations", json={"conversation_id": "chat-7", "target": ["users", "carol"]})
+    for i, (role, text) in enumerate([("user", "I prefer dark mode. I live in Lisbon."), ("assistant", "Noted!")] * 2):
+        served.api("POST", "/v1/conversations/chat-7/turns", json={"role": role, "text": text, "message_id": f"m{i}"})
+    served.api("GET", "/v1/writer/users.carol/status", params={"wait": 30})  # the writer runs in the background
+    review = [b for b in served.api("GET", "/v1/branches")["refs"] if b.startswith("writer/")]
+    served.api("POST", "/v1/tags", json={"name": "incident-start", "at": served.story["truth"]["bad"]})
+    for agent in ("oncall", "ui-monitor"):
+        served.api("POST", "/v1/agents", json={"id": agent})
+    ops, monitor = {"X-Engram-Agent": "oncall"}, {"X-Engram-Agent": "ui-monitor"}
+    served.api("POST", "/v1/channels", json={"name": "incidents", "scope": "global"}, headers=ops)
+    first = served.api(
+        "POST",
+        "/v1/channels/incidents/messages",
+        headers=ops,
+        json={"content": "alice's dashboard is unreadable since about 2 days ago", "confidence": 0.9},
+    )
+    served.api("POST", "/v1/channels/incidents/join", headers=monitor)
+    served.api(
+        "POST",
+        "/v1/channels/incidents/messages",
+        headers=monitor,
+        json={"content": "contrast 1.3:1 on #fde047: fails WCAG AA", "reply_to": first["id"], "confidence": 0.7},
+    )
+    served.api(
+        "POST", f"/v1/messages/{first['id'].replace('#', '%23')}/feedback", headers=monitor, json={"worked": True}
+    )
+    return {"review": review}
 
 
 def open_view(page: Any, fragment: str, view: str) -> None:

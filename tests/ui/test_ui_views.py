@@ -1,5 +1,5 @@
-"""One screenshot per view, written to docs/ui/<view>.png (docs/ui.md shows them), each checked for its
-content (text present), not pixels; plus the keyboard, deep links, read-only keys and the offline pages."""
+"""Each view, checked for its content (text present), not pixels (docs/ui.md's screenshots come from
+``make screenshots``); plus the keyboard, deep links, read-only keys and the offline pages."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from engram.ops.access import KeyRing
 from engram.server import ServerConfig
 
-from .conftest import Served, ThreadServer, open_view, shot, wait_view
+from .conftest import Served, ThreadServer, add_extras, open_view, shot, wait_view
 
 NS, KEY = "users.alice.preferences.ui", "dashboard_color"
 AT = "main%40%7B3%20days%20ago%7D"  # main@{3 days ago}
@@ -21,33 +21,7 @@ AT = "main%40%7B3%20days%20ago%7D"  # main@{3 days ago}
 @pytest.fixture(scope="module")
 def extras(served: Served) -> dict[str, Any]:
     """A writer run waiting for review, a tag, and a channel with a thread and feedback."""
-    served.api("POST", "/v1/conversations", json={"conversation_id": "chat-7", "target": ["users", "carol"]})
-    for i, (role, text) in enumerate([("user", "I prefer dark mode. I live in Lisbon."), ("assistant", "Noted!")] * 2):
-        served.api("POST", "/v1/conversations/chat-7/turns", json={"role": role, "text": text, "message_id": f"m{i}"})
-    served.api("GET", "/v1/writer/users.carol/status", params={"wait": 30})  # the writer runs in the background
-    review = [b for b in served.api("GET", "/v1/branches")["refs"] if b.startswith("writer/")]
-    served.api("POST", "/v1/tags", json={"name": "incident-start", "at": served.story["truth"]["bad"]})
-    for agent in ("oncall", "ui-monitor"):
-        served.api("POST", "/v1/agents", json={"id": agent})
-    ops, monitor = {"X-Engram-Agent": "oncall"}, {"X-Engram-Agent": "ui-monitor"}
-    served.api("POST", "/v1/channels", json={"name": "incidents", "scope": "global"}, headers=ops)
-    first = served.api(
-        "POST",
-        "/v1/channels/incidents/messages",
-        headers=ops,
-        json={"content": "alice's dashboard is unreadable since about 2 days ago", "confidence": 0.9},
-    )
-    served.api("POST", "/v1/channels/incidents/join", headers=monitor)
-    served.api(
-        "POST",
-        "/v1/channels/incidents/messages",
-        headers=monitor,
-        json={"content": "contrast 1.3:1 on #fde047: fails WCAG AA", "reply_to": first["id"], "confidence": 0.7},
-    )
-    served.api(
-        "POST", f"/v1/messages/{first['id'].replace('#', '%23')}/feedback", headers=monitor, json={"worked": True}
-    )
-    return {"review": review}
+    return add_extras(served)
 
 
 def test_ui_view_timeline(page: Any, served: Served) -> None:
