@@ -104,14 +104,14 @@ function touched(c) {
   const chips = c.touched.map((t) => {
     const ns = nsText(t.namespace);
     return t.changed === 1
-      ? link("blame", { ns, key: t.keys[0], ref: c.id }, `${ns} / ${t.keys[0]}`, { class: "ref chip", title: "this item's history up to the commit" })
-      : link("state", { at: c.id, ns }, `${ns} ×${t.changed}`, { class: "ref chip", title: `${t.changed} items changed in ${ns}: ${t.keys.join(", ")}…` });
+      ? link("blame", { ns, key: t.keys[0], ref: c.id }, `${ns} / ${t.keys[0]}`, { class: "chip", title: "this item's history up to the commit" })
+      : link("state", { at: c.id, ns }, `${ns} ×${t.changed}`, { class: "chip", title: `${t.changed} items changed in ${ns}: ${t.keys.join(", ")}${t.changed > t.keys.length ? ", …" : ""}` });
   });
   const rest = c.touched_namespaces - c.touched.length;
   if (rest > 0 || c.changed_capped) {
-    chips.push(link("commit", { id: c.id }, rest > 0 ? `+${rest} more` : "more", { class: "ref chip more", title: "every change of the commit" }));
+    chips.push(link("commit", { id: c.id }, rest > 0 ? `+${rest} more` : "more", { class: "chip more", title: "every change of the commit" }));
   }
-  return h("div", { class: "refs touched", "data-touched": c.touched_namespaces }, chips);
+  return h("div", { class: "touched", "data-touched": c.touched_namespaces }, chips);
 }
 
 function filterForm(params, branch, all) {
