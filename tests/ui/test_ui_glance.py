@@ -13,6 +13,7 @@ from .conftest import Served, open_view, wait_view
 
 ERRORS = 12  # glance.errors.error_1 .. error_12 on the branch "glance"
 SINGLES = 6  # glance.n1 .. n6, one item each
+DASH, TIMES = "\u2013", "\u00d7"  # the UI's en dash (a range of rows) and multiplication sign (items in a chip)
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +52,7 @@ def test_ui_state_counts_at_any_point(page: Any, served: Served, glance: dict[st
     assert node.locator("> .count").get_attribute("data-count") == str(ERRORS + SINGLES)  # a sum of its children
     errors = node.locator("li:has(> a:text-is('errors')) > .count")
     assert errors.get_attribute("data-count") == str(ERRORS)
-    assert page.inner_text("#items-range").strip() == f"(1–{ERRORS + SINGLES} of {ERRORS + SINGLES})"
+    assert page.inner_text("#items-range").strip() == f"(1{DASH}{ERRORS + SINGLES} of {ERRORS + SINGLES})"
     open_view(page, f"state?at={glance['fork']}&ns=glance", "state")  # before the merge: nothing there
     assert page.get_attribute("#item-count", "data-count") == str(counts["story_end"] + 1)
     assert tree.locator("a:text-is('glance')").count() == 0
@@ -73,9 +74,9 @@ def test_ui_timeline_rows_show_counts_and_what_they_touched(page: Any, served: S
     assert merge.locator("[data-delta]").inner_text() == f"+{ERRORS + SINGLES}"
     assert f"{total - ERRORS - SINGLES} → {total}" in merge.inner_text()
     chips = merge.locator(".touched .chip")
-    assert chips.all_inner_texts() == [f"glance.errors ×{ERRORS}"] + [f"glance.n{n} / only" for n in range(1, 5)] + [
-        "+2 more"]  # fmt: skip
-    page.click(f"tr[data-commit='{glance['merge']}'] .chip:text-is('glance.errors ×{ERRORS}')")
+    singles = [f"glance.n{n} / only" for n in range(1, 5)]
+    assert chips.all_inner_texts() == [f"glance.errors {TIMES}{ERRORS}", *singles, "+2 more"]
+    page.click(f"tr[data-commit='{glance['merge']}'] .chip:text-is('glance.errors {TIMES}{ERRORS}')")
     wait_view(page, "state")  # a namespace chip opens the memory at the commit, under that namespace
     assert f"at={glance['merge']}" in page.evaluate("location.hash") and "ns=glance.errors" in page.evaluate(
         "location.hash"

@@ -164,9 +164,8 @@ def timeline(
         keys = [c.key for c in itertools.islice(changes, COUNT_CAP + 1)]
         if bounds and not keys:
             continue
-        ranges = [bounds] if bounds else sysns.visible_ranges((), not hidden)
-        items = _count(mem, commit.tree, ranges)
-        before = _count(mem, repo.commit(commit.parents[0]).tree, ranges) if commit.parents else 0
+        items = _count(mem, commit.tree, bounds, hidden)
+        before = _count(mem, repo.commit(commit.parents[0]).tree, bounds, hidden) if commit.parents else 0
         touched, spread = _touched(keys[:COUNT_CAP])
         entries.append(TimelineEntry(commit, min(len(keys), COUNT_CAP), len(keys) > COUNT_CAP, items,
                                      items - before, touched, spread))  # fmt: skip
@@ -174,9 +173,13 @@ def timeline(
     return TimelinePage(entries, next_cursor, scanned)
 
 
-def _count(mem: Versioned, tree: ChunkId, ranges: Sequence[tuple[bytes, bytes]]) -> int:
-    """Items in ``tree`` within ``ranges``: from the counts its internal nodes keep (O(log n) node reads)."""
-    return sum(count(mem.repo.nodes, tree, start, end) for start, end in ranges)
+def _count(mem: Versioned, tree: ChunkId, bounds: tuple[bytes, bytes] | None, hidden: bool) -> int:
+    """Items in ``tree`` (within ``bounds``; without the system namespaces when ``hidden``): from the counts its
+    internal nodes keep (O(log n) node reads; the whole tree's is its root's)."""
+    nodes = mem.repo.nodes
+    if bounds is not None:
+        return count(nodes, tree, *bounds)
+    return count(nodes, tree) - (count(nodes, tree, *sysns.RANGE) if hidden else 0)
 
 
 def _touched(keys: Sequence[bytes]) -> tuple[tuple[Touched, ...], int]:
