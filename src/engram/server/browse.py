@@ -15,16 +15,30 @@ from engram.server.deps import PrefixQuery, Read, RefQuery, prefix_of, run
 from engram.server.errors import StrictRoute
 from engram.server.schemas import CommitOut, responses
 from engram.store.serialize import commit_json
-from engram.store.timeline import MAX_SCAN, timeline
+from engram.store.timeline import MAX_SCAN, Touched, timeline
 
 routes = APIRouter(route_class=StrictRoute, tags=["versioned"])
 
 
+class TouchedOut(BaseModel):
+    """A namespace a commit changed: how many of its counted changes are there, and the first keys."""
+
+    namespace: list[str]
+    changed: int
+    keys: list[str]
+
+
 class TimelineCommit(CommitOut):
-    """A commit and how many items it changed (under the namespace filter; ``changed_capped``: at least)."""
+    """A commit and how many items it changed (under the namespace filter; ``changed_capped``: at least); the
+    number of items after it (``items``) and the change from its first parent (``items_delta``); the first
+    namespaces it touched (``touched``) and how many it touched (``touched_namespaces``)."""
 
     changed: int
     changed_capped: bool
+    items: int
+    items_delta: int
+    touched: list[TouchedOut]
+    touched_namespaces: int
 
 
 class TimelineOut(BaseModel):
@@ -82,8 +96,14 @@ async def v1_timeline(
     page = await run(lambda: timeline(
         caller.on(branch), ref, namespace=scope, key=key, author=author, since=after, until=before, limit=limit,
         cursor=cursor, max_scan=max_scan, all_branches=all_branches))  # fmt: skip
-    commits = [{**commit_json(e.commit), "changed": e.changed, "changed_capped": e.capped} for e in page.entries]
+    commits = [{**commit_json(e.commit), "changed": e.changed, "changed_capped": e.capped, "items": e.items,
+                "items_delta": e.delta, "touched": [_touched(t) for t in e.touched], "touched_namespaces": e.namespaces}
+               for e in page.entries]  # fmt: skip
     return {"commits": commits, "cursor": page.cursor, "scanned": page.scanned}
+
+
+def _touched(touched: Touched) -> dict[str, Any]:
+    return {"namespace": list(touched.namespace), "changed": touched.changed, "keys": list(touched.keys)}
 
 
 @routes.get("/v1/whoami", response_model=None, responses=responses(WhoAmI))

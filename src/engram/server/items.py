@@ -44,13 +44,19 @@ def _search(caller: Caller, body: s.SearchItems, branch: str | None = None) -> C
     )  # fmt: skip
 
 
-def _namespaces(caller: Caller, body: s.ListNamespaces, branch: str | None = None) -> dict[str, Any]:
+def _namespaces(
+    caller: Caller, body: s.ListNamespaces, branch: str | None = None, counts: bool = False
+) -> dict[str, Any]:
     prefix = caller.who.narrow_pattern(body.prefix)
     mem = caller.on(branch)
     reader = mem if body.at is None else mem.at(body.at)
     found = reader.list_namespaces(prefix=prefix, suffix=body.suffix, max_depth=body.max_depth, limit=body.limit,
                                    offset=body.offset)  # fmt: skip
-    return {"namespaces": [list(ns) for ns in found]}
+    out: dict[str, Any] = {"namespaces": [list(ns) for ns in found]}
+    if counts:  # from the counts the tree's nodes keep: O(log n) each, never a listing of items
+        out["counts"] = [reader.count(ns) for ns in found]
+        out["total"] = None if prefix and "*" in prefix else reader.count(prefix or ())
+    return out
 
 
 @store_routes.put("/items", status_code=204, response_class=Response, responses=s.responses())
@@ -172,12 +178,14 @@ async def v1_namespaces(
     offset: Annotated[int, Query(ge=0, le=s.MAX_OFFSET)] = 0,
     at: AtQuery = None,
     branch: BranchQuery = None,
+    counts: Annotated[bool, Query(description="add each namespace's item count and the prefix's total")] = False,
 ) -> dict[str, Any]:
-    """List namespaces holding items under a prefix."""
+    """List namespaces holding items under a prefix; with ``counts``, how many items each holds (its
+    sub-namespaces' included) and how many the prefix holds (``total``; null for a prefix with ``*``)."""
     labels = prefix_of(prefix)
     body = s.ListNamespaces(prefix=None if not labels else list(labels), max_depth=max_depth, limit=limit,
                             offset=offset, at=at)  # fmt: skip
-    return await run(lambda: _namespaces(caller, body, branch))
+    return await run(lambda: _namespaces(caller, body, branch, counts))
 
 
 __all__ = ["routes", "store_routes"]

@@ -123,9 +123,12 @@ class SearchOut(BaseModel):
 
 
 class NamespacesOut(BaseModel):
-    """``POST /store/namespaces`` response."""
+    """``POST /store/namespaces`` response; ``GET /v1/namespaces?counts=true`` adds each namespace's item count
+    (its sub-namespaces' included) and the prefix's ``total``."""
 
     namespaces: list[list[str]]
+    counts: list[int] | None = None
+    total: int | None = None
 
 
 class WriteItem(PutItem):
@@ -279,9 +282,11 @@ class LogOut(BaseModel):
 
 
 class DiffOut(BaseModel):
-    """Item changes between two versions."""
+    """Item changes between two versions, and the commits compared (``old_commit``: null for the empty memory)."""
 
     changes: list[ChangeOut]
+    old_commit: str | None
+    new_commit: str
 
 
 class VersionOut(BaseModel):

@@ -64,10 +64,19 @@ async def v1_diff(
 ) -> dict[str, Any]:
     """Items that differ between versions ``old`` and ``new``, optionally under a namespace prefix; ``old`` may
     name both sides as git does: ``main...hotfix`` (what hotfix introduces since the merge base) or
-    ``main..hotfix`` (the same as old=main&new=hotfix)."""
+    ``main..hotfix`` (the same as old=main&new=hotfix). ``old_commit`` and ``new_commit`` name the commits
+    compared (for ``main...hotfix``, the merge base: null when the two share no commit)."""
     scope = caller.who.narrow(prefix_of(namespace)) or ()
-    changes = await run(lambda: caller.on(branch).diff(old, new, namespace=scope))
-    return {"changes": [change_json(c) for c in changes]}
+
+    def diff() -> dict[str, Any]:
+        mem = caller.on(branch)
+        start, end = mem.diff_sides(old, new)  # diffed by id: the changes are those of the commits named
+        sides = (old, new) if start is None else (start.id.hex(), end.id.hex())
+        changes = mem.diff(*sides, namespace=scope)
+        return {"changes": [change_json(c) for c in changes], "new_commit": end.id.hex(),
+                "old_commit": None if start is None else start.id.hex()}  # fmt: skip
+
+    return await run(diff)
 
 
 @routes.get("/history", response_model=None, responses=s.responses(s.HistoryOut))

@@ -8,6 +8,10 @@ costs what page 1 costs, never a walk from the head, and the pages add up to the
 from every branch's head at once (``all_branches``): the branches' commits together. A page also
 stops after ``max_scan`` commits looked at, so a filter that rarely matches answers quickly with a cursor to
 keep looking, never scanning the whole history in one request.
+
+Each entry also says how many items the memory held after the commit and how that differs from its first parent
+(both counted from the tree's per-subtree counts, O(log n) each: never by listing items), and which namespaces
+and keys it touched (the first few, from the changes it already counts).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engram import _refs, codec
 from engram.errors import InvalidInputError
@@ -28,12 +32,16 @@ from engram.hashing import ID_SIZE, ChunkId
 from engram.objects import Commit
 from engram.store import _validate
 from engram.store import system as sysns
+from engram.tree import count
 
 if TYPE_CHECKING:
     from engram.store.versioning import Versioned
 
 #: Changed items counted per commit; a commit that changed more says "at least" this many.
 COUNT_CAP = 1000
+#: Namespaces an entry names (the first it touched, in key order), and keys named per namespace.
+TOUCHED_NAMESPACES = 5
+TOUCHED_KEYS = 3
 #: Commits one page looks at, at most, before it returns what it found and a cursor.
 MAX_SCAN = 5000
 _VERSION = b"t2"
@@ -43,12 +51,30 @@ _CARRIED = 256
 
 
 @dataclass(frozen=True, slots=True)
+class Touched:
+    """A namespace a commit changed items in: how many of the counted changes, and the first keys (key order)."""
+
+    namespace: tuple[str, ...]
+    changed: int
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class TimelineEntry:
-    """One commit of a timeline page and how many items it changed (under the page's namespace filter)."""
+    """One commit of a timeline page and how many items it changed (under the page's namespace filter).
+
+    ``items`` is the number of items after the commit and ``delta`` the difference from its first parent (a
+    first commit: from nothing), under the same filter. ``touched`` names the first :data:`TOUCHED_NAMESPACES`
+    namespaces it changed, ``namespaces`` how many it changed in all (among the counted changes: at least, when
+    ``capped``)."""
 
     commit: Commit
     changed: int
     capped: bool  # True: the commit changed more than ``changed`` items (counting stopped at COUNT_CAP)
+    items: int = 0
+    delta: int = 0
+    touched: tuple[Touched, ...] = ()
+    namespaces: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,12 +161,42 @@ def timeline(
         changes = repo.changes(commit, *bounds) if bounds else repo.changes(commit)
         if hidden and not bounds:
             changes = (c for c in changes if not sysns.is_system_key(c.key))
-        changed = sum(1 for _ in itertools.islice(changes, COUNT_CAP + 1))
-        if bounds and not changed:
+        keys = [c.key for c in itertools.islice(changes, COUNT_CAP + 1)]
+        if bounds and not keys:
             continue
-        entries.append(TimelineEntry(commit, min(changed, COUNT_CAP), changed > COUNT_CAP))
+        items = _count(mem, commit.tree, bounds, hidden)
+        before = _count(mem, repo.commit(commit.parents[0]).tree, bounds, hidden) if commit.parents else 0
+        touched, spread = _touched(keys[:COUNT_CAP])
+        entries.append(TimelineEntry(commit, min(len(keys), COUNT_CAP), len(keys) > COUNT_CAP, items,
+                                     items - before, touched, spread))  # fmt: skip
     next_cursor = _encode([entry[2] for entry in heap], visited) if heap else None
     return TimelinePage(entries, next_cursor, scanned)
+
+
+def _count(mem: Versioned, tree: ChunkId, bounds: tuple[bytes, bytes] | None, hidden: bool) -> int:
+    """Items in ``tree`` (within ``bounds``; without the system namespaces when ``hidden``): from the counts its
+    internal nodes keep (O(log n) node reads; the whole tree's is its root's)."""
+    nodes = mem.repo.nodes
+    if bounds is not None:
+        return count(nodes, tree, *bounds)
+    return count(nodes, tree) - (count(nodes, tree, *sysns.RANGE) if hidden else 0)
+
+
+def _touched(keys: Sequence[bytes]) -> tuple[tuple[Touched, ...], int]:
+    """The first namespaces among changed entry keys (in key order), each with its count and first keys; and
+    how many namespaces there are. A namespace's items are one key range, so its keys are adjacent; only the
+    keys named are decoded."""
+    groups: list[list[Any]] = []  # [namespace bytes, count, keys named]
+    for raw in keys:
+        end = raw.find(b"\x00\x01") + 1  # a label ends in 0x00, the item key starts with 0x01 (0: no labels)
+        if not groups or groups[-1][0] != raw[:end]:
+            groups.append([raw[:end], 0, []])
+        group = groups[-1]
+        group[1] += 1
+        if len(groups) <= TOUCHED_NAMESPACES and len(group[2]) < TOUCHED_KEYS:
+            group[2].append(codec.decode_key(raw))
+    shown = tuple(Touched(names[0][0], n, tuple(k for _, k in names)) for _, n, names in groups[:TOUCHED_NAMESPACES])
+    return shown, len(groups)
 
 
 def _bounds(namespace: Sequence[str] | None, key: str | None) -> tuple[bytes, bytes] | None:
@@ -175,4 +231,13 @@ def _decode(cursor: str) -> tuple[list[ChunkId], list[ChunkId]]:
     return ids[:count], ids[count:]
 
 
-__all__ = ["COUNT_CAP", "MAX_SCAN", "TimelineEntry", "TimelinePage", "timeline"]
+__all__ = [
+    "COUNT_CAP",
+    "MAX_SCAN",
+    "TOUCHED_KEYS",
+    "TOUCHED_NAMESPACES",
+    "TimelineEntry",
+    "TimelinePage",
+    "Touched",
+    "timeline",
+]

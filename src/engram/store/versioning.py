@@ -133,19 +133,24 @@ class Versioned:
             for change in diff_trees(self.repo.nodes, a, b, lo, hi):
                 yield _item_change(change)
 
-    def _diff_roots(self, old: Ref, new: Ref) -> tuple[ChunkId, ChunkId]:
-        """The two tree roots a diff compares: ``old`` and ``new``, or the sides of a range in ``old``."""
+    def diff_sides(self, old: Ref, new: Ref = "HEAD") -> tuple[Commit | None, Commit]:
+        """The two commits a :meth:`diff` of ``old`` and ``new`` compares: for ``"main...fix"`` the merge base
+        (None: the empty memory, when they share no commit) and the head of ``fix``."""
         span = _refs.parse_range(old) if isinstance(old, str) else None
         if span is None:
-            return self.resolve(old).tree, self.resolve(new).tree
+            return self.resolve(old), self.resolve(new)
         if new != "HEAD":
             raise InvalidInputError(f"{old!r} names both versions of the diff: leave the new version out")
-        end = self._commit_id(span.new)
+        end = self.repo.commit(self._commit_id(span.new))
         if not span.from_base:
-            return self.resolve(span.old).tree, self.repo.commit(end).tree
-        base = self.repo.merge_base(self._commit_id(span.old), end)
-        start = empty_tree(self.repo.nodes) if base is None else self.repo.commit(base).tree
-        return start, self.repo.commit(end).tree
+            return self.resolve(span.old), end
+        base = self.repo.merge_base(self._commit_id(span.old), end.id)
+        return (None if base is None else self.repo.commit(base)), end
+
+    def _diff_roots(self, old: Ref, new: Ref) -> tuple[ChunkId, ChunkId]:
+        """The two tree roots a diff compares: ``old`` and ``new``, or the sides of a range in ``old``."""
+        start, end = self.diff_sides(old, new)
+        return (empty_tree(self.repo.nodes) if start is None else start.tree), end.tree
 
     def history(self, namespace: Sequence[str], key: str, ref: Ref = "HEAD") -> list[Version]:
         """Every version of one item, newest first, each with the commit that made it (blame).

@@ -82,11 +82,11 @@ function createForm(params, result) {
  * or, asked for (``dots=2``), every difference between the two heads (``head..name``). */
 async function compareDiff(name, head, twoDot) {
   const old = twoDot ? `${head}..${name}` : `${head}...${name}`;
-  const { changes } = await api("/v1/diff", { query: { old } });
-  return { name, old, changes, threeDot: !twoDot };
+  const { changes, old_commit: base } = await api("/v1/diff", { query: { old } });
+  return { name, old, changes, threeDot: !twoDot, base };
 }
 
-function compareSection({ name, old, changes, threeDot }, head, result, again) {
+function compareSection({ name, old, changes, threeDot, base }, head, result, again) {
   const other = threeDot
     ? link("branches", { compare: name, dots: "2" }, "two-dot view: every difference between the two heads", { id: "two-dot" })
     : link("branches", { compare: name }, "from the merge base: what the merge brings in", { id: "three-dot" });
@@ -104,7 +104,7 @@ function compareSection({ name, old, changes, threeDot }, head, result, again) {
       writeButton("Approve (merge)…", () => decide("approve", m[1], m[2], result, again)),
       writeButton("Reject (delete)…", () => decide("reject", m[1], m[2], result, again), { class: "danger" })));
   } else section.append(h("div", { class: "actions" }, writeButton(`Merge into ${head}…`, () => merge(name, head, result, again), { "data-merge": name })));
-  if (changes.length || !threeDot) section.append(changeList(changes, { at: name, old: head }));
+  if (changes.length || !threeDot) section.append(changeList(changes, { at: name, old: (threeDot && base) || head })); // removed: at the merge base
   return section;
 }
 

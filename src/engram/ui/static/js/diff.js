@@ -1,5 +1,6 @@
 // Diff: the items that differ between two points (or a commit and its parent), old -> new side by side,
-// with word-level highlighting of the text fields that changed.
+// with word-level highlighting of the text fields that changed; added and removed items show their value inline;
+// items sort naturally (error_2 before error_10).
 import { api, mainBranch } from "./api.js";
 import { field, formValues, h, href, jsonBlock, link, nsText, textLeaves, wordDiffEl } from "./dom.js";
 
@@ -7,6 +8,10 @@ const PAGE = 100;
 
 /** True when ``old`` names both sides, as git spells it (``main...fix``, ``main..fix``; dots in @{time} do not count). */
 export const isRange = (old) => old.replace(/@\{[^}]*\}/g, "").includes("..");
+
+const collator = new Intl.Collator(undefined, { numeric: true });
+/** Natural order of names: runs of digits compare as numbers (``error_2`` before ``error_10``). */
+export const natural = (a, b) => collator.compare(a, b) || (a < b ? -1 : a > b ? 1 : 0);
 
 /** ``a...b`` -> ``b...a`` (the dots kept). */
 function swapped(range) {
@@ -31,9 +36,9 @@ export async function render(out, params) {
     window.location.hash = href("diff", { old: v.old.trim(), new: v.new.trim(), ns: v.ns.trim() });
   });
   out.append(form);
-  const { changes } = await api("/v1/diff", { query: { old, new: neu, namespace: params.ns, branch } });
-  const sides = isRange(old) ? old.split(/\.{2,3}/) : [old, neu];
-  out.append(changeList(changes, { at: sides[1] || "HEAD", old: sides[0] || "HEAD" }));
+  const found = await api("/v1/diff", { query: { old, new: neu, namespace: params.ns, branch } });
+  // The commits compared (main...fix: the merge base), so an item opens where the diff saw it.
+  out.append(changeList(found.changes, { at: found.new_commit, old: found.old_commit || found.new_commit }));
 }
 
 /** The changes of a diff or a commit: a summary, then each change (the first PAGE, then "show more"). */
@@ -41,7 +46,8 @@ export function changeList(changes, { at, old }) {
   const counts = { added: 0, removed: 0, modified: 0 };
   for (const c of changes) counts[c.kind] += 1;
   const order = { modified: 0, removed: 1, added: 2 };
-  changes = [...changes].sort((a, b) => order[a.kind] - order[b.kind]); // stable: tree order within a kind
+  changes = [...changes].sort((a, b) => order[a.kind] - order[b.kind]
+    || natural(nsText(a.namespace), nsText(b.namespace)) || natural(a.key, b.key));
   const box = h("section", { "aria-label": "Changes" },
     h("p", { class: "summary" }, `${changes.length} item${changes.length === 1 ? "" : "s"} changed: `,
       h("span", { class: "kind kind-added" }, `${counts.added} added`), " ",
@@ -81,7 +87,7 @@ function change(c, at, old) {
       h("div", {}, h("h4", {}, "new"), jsonBlock(c.new.value))));
   } else {
     const present = c.kind === "added" ? c.new : c.old;
-    article.append(h("details", { open: c.kind === "removed" }, h("summary", {}, c.kind === "added" ? "new value" : "old value"), jsonBlock(present.value)));
+    article.append(h("details", { open: true, class: "value" }, h("summary", {}, c.kind === "added" ? "new value" : "old value"), jsonBlock(present.value)));
   }
   return article;
 }

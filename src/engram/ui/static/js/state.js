@@ -1,7 +1,9 @@
 // State at a point: namespaces and items as of any commit, tag, branch or time; one item's value, metadata,
-// provenance (author, sources, the commit and writer run that made it) and "newer versions exist".
+// provenance (author, sources, the commit and writer run that made it) and "newer versions exist"; item counts (the
+// total, each namespace's in the tree, the listed prefix's) from the counts the tree keeps, never by listing items.
 import { api, canWrite, mainBranch } from "./api.js";
 import { createRef } from "./commit.js";
+import { natural } from "./diff.js";
 import { errorBox, field, h, href, isoToLocal, jsonBlock, link, localToIso, nsText, preview, short, timeEl, writeButton } from "./dom.js";
 
 const ITEMS = 50;
@@ -21,13 +23,21 @@ export async function render(out, params) {
     link("timeline", { ref: point.id }, "History up to here", { class: "button" }),
     writeButton("Branch from here…", () => createRef("branch", point.id, result), { id: "branch-here" }),
     writeButton("Tag here…", () => createRef("tag", point.id, result))), result);
-  const { namespaces } = await api("/v1/namespaces", { query: { at, limit: 1000 } });
-  const side = h("nav", { class: "tree", "aria-label": "Namespaces" }, h("h2", {}, `Namespaces (${namespaces.length})`), tree(namespaces, at, params.ns));
+  const [listed, under] = await Promise.all([api("/v1/namespaces", { query: { at, limit: NAMESPACES, counts: true } }),
+    params.ns && !params.key ? api("/v1/namespaces", { query: { at, prefix: params.ns, limit: 0, counts: true } }) : null]);
+  const { namespaces, counts, total } = listed;
+  const more = namespaces.length >= NAMESPACES; // the list stops there: a namespace not listed counts at least
+  out.querySelector("p.point").append(" · ", h("strong", { id: "item-count", "data-count": total }, plural(total, "item")), " at this point");
+  const side = h("nav", { class: "tree", "aria-label": "Namespaces" },
+    h("h2", {}, `Namespaces (${namespaces.length}${more ? "+" : ""})`), tree(namespaces, counts, more, at, params.ns));
   const body = h("section", { "aria-label": params.key ? "Item" : "Items" });
   out.append(h("div", { class: "cols" }, side, body));
   if (params.key && params.ns) await item(body, params, at, point, head);
-  else await items(body, params, at);
+  else await items(body, params, at, under ? under.total : total);
 }
+
+const NAMESPACES = 1000;
+const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 
 function pointForm(params, at) {
   const ref = h("input", { name: "at", value: at, size: 36, "aria-describedby": "at-help" });
@@ -45,27 +55,34 @@ function pointForm(params, at) {
   return form;
 }
 
-/** Namespaces as a nested list, each a link to its items at ``at``. */
-function tree(namespaces, at, current) {
-  const root = {};
-  for (const labels of namespaces) {
+/** Namespaces as a nested list, each a link to its items at ``at`` with how many items it holds (its
+ * sub-namespaces' included): a listed namespace's count is the server's, another's the sum of its children's. */
+function tree(namespaces, counts, more, at, current) {
+  const root = { children: {} };
+  namespaces.forEach((labels, i) => {
     let node = root;
-    for (const label of labels) node = node[label] ||= {};
-  }
-  const build = (node, prefix) => h("ul", {}, Object.keys(node).sort().map((label) => {
+    for (const label of labels) node = node.children[label] ||= { children: {} };
+    node.count = counts[i];
+  });
+  const total = (node) => node.count ?? Object.values(node.children).reduce((sum, child) => sum + total(child), 0);
+  const build = (node, prefix) => h("ul", {}, Object.keys(node.children).sort(natural).map((label) => {
     const path = prefix ? `${prefix}.${label}` : label;
+    const child = node.children[label];
+    const n = total(child);
+    const atLeast = more && child.count === undefined;
     return h("li", {}, h("a", { href: href("state", { at, ns: path }), "aria-current": path === current ? "true" : null }, label),
-      Object.keys(node[label]).length ? build(node[label], path) : null);
+      h("span", { class: "muted count", "data-count": n, title: `${atLeast ? "at least " : ""}${plural(n, "item")}` }, ` ${n}${atLeast ? "+" : ""}`),
+      Object.keys(child.children).length ? build(child, path) : null);
   }));
   return build(root, "");
 }
 
-async function items(body, params, at) {
+async function items(body, params, at, total) {
   const offset = Number(params.offset || 0);
   const prefix = params.ns ? params.ns.split(".") : [];
   const found = await api("/v1/search", { method: "POST", body: { namespace_prefix: prefix, limit: ITEMS + 1, offset, at } });
   const rows = found.items.slice(0, ITEMS);
-  body.append(h("h2", {}, params.ns ? `Items under ${params.ns}` : "Newest items", h("span", { class: "muted" }, ` (${offset + 1}–${offset + rows.length})`)));
+  body.append(h("h2", {}, params.ns ? `Items under ${params.ns}` : "Newest items", h("span", { class: "muted", id: "items-range" }, ` (${offset + 1}–${offset + rows.length} of ${total})`)));
   body.append(h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Item"), h("th", {}, "Value"), h("th", {}, "Updated"))),
     h("tbody", {}, rows.map((it) => h("tr", { "data-row": true },
       h("td", {}, h("a", { href: href("state", { at, ns: nsText(it.namespace), key: it.key }), "data-open": true }, `${nsText(it.namespace)} / ${it.key}`)),

@@ -1,7 +1,8 @@
 // Timeline: a branch's commits (or every branch's) newest first, filtered, paged by cursor, with branches and tags
-// drawn: their labels, and the commit graph (graph.js).
+// drawn: their labels, and the commit graph (graph.js); each row with the item count after the commit and its change
+// ("+2", "145 → 147") and chips for the namespaces and keys it touched ("+N more").
 import { api, mainBranch, refsById, session } from "./api.js";
-import { field, formValues, h, href, isoToLocal, link, localToIso, select, short, timeEl, toast } from "./dom.js";
+import { field, formValues, h, href, isoToLocal, link, localToIso, nsText, select, short, timeEl, toast } from "./dom.js";
 import { drawRow, Graph, LANE } from "./graph.js";
 
 const QUICK = [["1 hour ago", 1], ["1 day ago", 24], ["3 days ago", 72], ["1 week ago", 168]];
@@ -29,7 +30,8 @@ export async function render(out, params) {
   addRows(page.commits);
   const table = h("table", { "aria-label": "Commits, newest first", class: "timeline" },
     h("thead", {}, h("tr", {}, h("th", { class: "graph" }, h("span", { class: "skip" }, graph ? "graph" : "kind")),
-      h("th", {}, "When"), h("th", {}, "Message"), h("th", {}, "Author"), h("th", {}, "Items changed"), h("th", {}, "Refs"),
+      h("th", {}, "When"), h("th", {}, "Message"), h("th", {}, "Author"), h("th", {}, "Items changed"),
+      h("th", { title: filters.namespace ? `items under ${filters.namespace} after the commit` : "items after the commit" }, "Items"), h("th", {}, "Refs"),
       h("th", {}, "Commit"))),
     body);
   if (page.commits.length) out.append(table);
@@ -79,11 +81,37 @@ function row(c, refs, branch, graph) {
     h("td", { class: "nowrap" }, timeEl(c.time)),
     h("td", {}, h("a", { href: href("commit", { id: c.id }), "data-open": true }, c.message || "(no message)"),
       writer ? [" ", h("span", { class: "badge", title: `writer run ${writer.run} for ${writer.target}` }, `writer run ${writer.run}`)] : null,
-      c.metadata && c.metadata.reverts ? [" ", h("span", { class: "badge" }, `reverts ${short(c.metadata.reverts)}`)] : null),
+      c.metadata && c.metadata.reverts ? [" ", h("span", { class: "badge" }, `reverts ${short(c.metadata.reverts)}`)] : null,
+      touched(c)),
     h("td", {}, link("timeline", { branch, author: c.author }, c.author, { title: "only this author's commits" })),
     h("td", {}, `${c.changed}${c.changed_capped ? "+" : ""}`),
+    h("td", { class: "nowrap", "data-items": c.items }, count(c)),
     h("td", {}, h("span", { class: "refs" }, refs.map((r) => h("span", { class: `ref ${r.kind}`, title: r.kind }, r.name)))),
     h("td", { class: "mono nowrap" }, link("state", { at: c.id }, short(c.id), { title: "the memory at this commit" })));
+}
+
+/** The item count after commit ``c`` and its change from the first parent: "+2" and "145 → 147". */
+function count(c) {
+  const delta = c.items_delta;
+  const sign = delta > 0 ? `+${delta}` : delta < 0 ? `−${-delta}` : "±0";
+  return [h("span", { class: `kind ${delta > 0 ? "kind-added" : delta < 0 ? "kind-removed" : ""}`, "data-delta": delta }, sign), " ",
+    h("span", { class: "muted" }, delta ? `${c.items - delta} → ${c.items}` : `${c.items}`)];
+}
+
+/** Chips for the namespaces a commit touched (one changed item: its key), at most the server's few, "+N more". */
+function touched(c) {
+  if (!c.touched || !c.touched.length) return null;
+  const chips = c.touched.map((t) => {
+    const ns = nsText(t.namespace);
+    return t.changed === 1
+      ? link("blame", { ns, key: t.keys[0], ref: c.id }, `${ns} / ${t.keys[0]}`, { class: "chip", title: "this item's history up to the commit" })
+      : link("state", { at: c.id, ns }, `${ns} ×${t.changed}`, { class: "chip", title: `${t.changed} items changed in ${ns}: ${t.keys.join(", ")}${t.changed > t.keys.length ? ", …" : ""}` });
+  });
+  const rest = c.touched_namespaces - c.touched.length;
+  if (rest > 0 || c.changed_capped) {
+    chips.push(link("commit", { id: c.id }, rest > 0 ? `+${rest} more` : "more", { class: "chip more", title: "every change of the commit" }));
+  }
+  return h("div", { class: "touched", "data-touched": c.touched_namespaces }, chips);
 }
 
 function filterForm(params, branch, all) {
