@@ -13,6 +13,7 @@ import httpx
 
 from .conftest import Served, open_view, wait_view
 
+DASH = "\N{EN DASH}"  # the UI writes ranges as 1\N{EN DASH}20
 FILLER = " ".join(f"filler{i}" for i in range(40))
 
 
@@ -46,11 +47,11 @@ def test_ui_search_badges_are_checked_at_the_other_point_and_results_page(page: 
     # ... yet they exist at head: only the deleted one is "only here"
     assert then == {"old0": "only-here", "old1": "", "old2": "", "old3": "", "old4": ""}
     assert set(now.values()) == {"only-here"}  # the new items do not exist at the tag
-    assert "Results 1–20 of more than 20" in page.inner_text("#results-now")
-    assert "Results 1–5 of 5" in page.inner_text("#results-then")
+    assert f"Results 1{DASH}20 of more than 20" in page.inner_text("#results-now")
+    assert f"Results 1{DASH}5 of 5" in page.inner_text("#results-then")
     page.click("#more-results")
     wait_view(page, "search")
-    assert "offset=20" in page.url and "Results 21–29 of 29" in page.inner_text("#results-now")
+    assert "offset=20" in page.url and f"Results 21{DASH}29 of 29" in page.inner_text("#results-now")
     now = badges(page, "now")
     assert {k for k in now if k.startswith("old")} == {"old1", "old2", "old3", "old4"}
     assert all(now[f"old{i}"] == "" for i in range(1, 5))  # the same value at the tag: no badge
@@ -79,7 +80,8 @@ def test_ui_sources_open_messages_and_runs_or_list_the_items_citing_them(page: A
     agent = {"X-Engram-Agent": "linker"}
     served.api("POST", "/v1/agents", json={"id": "linker"})
     served.api("POST", "/v1/channels", json={"name": "support", "scope": "global"}, headers=agent)
-    message = served.api("POST", "/v1/channels/support/messages", headers=agent, json={"content": "alice asks for dark"})
+    said = {"content": "alice asks for dark"}
+    message = served.api("POST", "/v1/channels/support/messages", headers=agent, json=said)
     put(served, ns, "m1", "alice wants dark mode", [message["id"]])
     page.evaluate("() => sessionStorage.setItem('engram.agent', 'linker')")
     open_view(page, "state?ns=probe.sources&key=m1", "state")
@@ -118,10 +120,15 @@ def test_ui_ref_pickers_and_short_ids_and_times_in_headings(page: Any, served: S
     options = page.eval_on_selector_all("#ref-options option", "els => els.map((e) => e.value)")
     assert "main" in options and "picker-tag" in options and head[:10] in options
     assert page.get_attribute("form[role=search] input[name=at]", "list") == "ref-options"
-    for fragment, view, selector in [("state", "state", "input[name=at]"), ("blame", "blame", "input[name=ref]"),
-                                     ("diff", "diff", "input[name=old]"), ("diff", "diff", "input[name=new]"),
-                                     ("branches", "branches", "form[aria-label='Create a branch'] input[name=at]")]:  # fmt: skip
-        open_view(page, fragment, view)
+    fields = [
+        ("state", "input[name=at]"),
+        ("blame", "input[name=ref]"),
+        ("diff", "input[name=old]"),
+        ("diff", "input[name=new]"),
+        ("branches", "form[aria-label='Create a branch'] input[name=at]"),
+    ]
+    for fragment, selector in fields:
+        open_view(page, fragment, fragment)
         assert page.get_attribute(selector, "list") == "ref-options", (fragment, selector)
     when = served.api("GET", "/v1/log", params={"limit": 1})["commits"][0]["time"]
     open_view(page, f"state?at={quote(f'main@{{{when}}}')}", "state")
@@ -133,7 +140,12 @@ def test_ui_ref_pickers_and_short_ids_and_times_in_headings(page: Any, served: S
 
 def test_ui_links_the_api_docs_and_loads_the_session_once_across_views(page: Any, served: Served) -> None:
     seen: list[str] = []
-    page.on("request", lambda r: seen.append(re.sub(r"\?.*", "", r.url.replace(served.url, ""))) if r.method == "GET" else None)
+
+    def note(request: Any) -> None:
+        if request.method == "GET":
+            seen.append(re.sub(r"\?.*", "", request.url.replace(served.url, "")))
+
+    page.on("request", note)
     open_view(page, "timeline", "timeline")
     for view in ("state", "search", "blame", "diff", "channels", "timeline"):
         page.click(f"a[data-nav='{view}']")
