@@ -46,6 +46,7 @@ def test_ui_search_badges_are_checked_at_the_other_point_and_results_page(page: 
     assert not any(k.startswith("old") for k in now)  # the old items rank below the head's top 20 ...
     # ... yet they exist at head: only the deleted one is "only here"
     assert then == {"old0": "only-here", "old1": "", "old2": "", "old3": "", "old4": ""}
+    assert page.inner_text("#results-then").count("only here") == 1
     assert set(now.values()) == {"only-here"}  # the new items do not exist at the tag
     assert f"Results 1{DASH}20 of more than 20" in page.inner_text("#results-now")
     assert f"Results 1{DASH}5 of 5" in page.inner_text("#results-then")
