@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from fastapi import APIRouter, FastAPI
 
 from engram.ops.access import KeyRing
-from engram.server import browse, channels, items, ops, ui, versions, writer
+from engram.server import browse, channels, items, lookup, ops, ui, versions, writer
 from engram.server.config import ServerConfig, Tenants
 from engram.server.consistency import ConsistencyHeaders, ReplicaRouter
 from engram.server.deps import State, run
@@ -67,6 +67,7 @@ def create_app(config: ServerConfig | None = None) -> FastAPI:
     app.add_middleware(RefuseAmbiguousLength)  # outermost: before anything reads the body
     _flat(app, items.store_routes)
     _flat(app, items.routes)
+    _flat(app, lookup.routes)
     _flat(app, versions.routes)
     app.include_router(channels.routes)
     app.include_router(writer.routes)

@@ -259,6 +259,15 @@ class MergeOut(CommitResult):
     up_to_date: bool = Field(description="true: the branch already had everything in source; nothing was written")
 
 
+class RevertOut(CommitResult):
+    """The revert commit, or the unchanged head with ``nothing_to_revert`` when there was nothing to undo."""
+
+    nothing_to_revert: bool = Field(
+        description="true: the branch already lacked what ref changed (never had it, or it was reverted); "
+        "nothing was written"
+    )
+
+
 class ChangeOut(BaseModel):
     """One item that differs between two versions."""
 

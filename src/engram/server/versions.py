@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response
 from fastapi import Path as PathParam
 
+from engram.objects import Commit
 from engram.server import schemas as s
 from engram.server.deps import (
     REF_HELP,
@@ -154,13 +155,22 @@ async def v1_merge(caller: Write, body: s.Merge) -> dict[str, Any]:
     return {**caller.committed(done.commit, body.into), "up_to_date": done.up_to_date}
 
 
-@routes.post("/revert", response_model=None, responses=s.responses(s.CommitResult))
+@routes.post("/revert", response_model=None, responses=s.responses(s.RevertOut))
 async def v1_revert(caller: Write, body: s.Revert) -> dict[str, Any]:
-    """Undo what commit ``ref`` changed, with a new commit on ``branch``."""
+    """Undo what commit ``ref`` changed, with a new commit on ``branch``; ``nothing_to_revert`` is true (and the
+    head unchanged) when the branch already lacked those changes."""
     caller.who.require_unrestricted("revert")
-    made = await caller.commit(lambda: caller.on(body.branch).revert(
-        body.ref, strategy=body.strategy, author=body.author, message=body.message), body.branch)  # fmt: skip
-    return caller.committed(made, body.branch)
+
+    def revert() -> tuple[Commit, bool]:
+        mem = caller.on(body.branch)
+        target = mem.resolve(body.ref).id
+        before = mem.head.id
+        made = mem.revert(target.hex(), strategy=body.strategy, author=body.author, message=body.message)
+        # a commit the revert wrote is new and records what it reverts; the head it returned otherwise is not
+        return made, made.id == before or made.metadata.get("reverts") != target.hex()
+
+    made, nothing = await caller.commit(revert, body.branch)
+    return {**caller.committed(made, body.branch), "nothing_to_revert": nothing}
 
 
 @routes.post("/reset", response_model=None, responses=s.responses(s.ResetOut))

@@ -34,24 +34,77 @@ export async function api(path, { method = "GET", query = {}, body, agent = fals
     const error = (data && data.error) || {};
     throw new ApiError(response.status, error.code || "http_error", error.message || response.statusText, error.details);
   }
+  if (isWrite(method, path)) invalidateSession();
   return data;
 }
 
-/** What every view shares: the caller (from /v1/whoami), and the branches and tags, refreshed on each route. */
-export const session = { who: null, whoError: null, branches: {}, tags: {} };
+/** Reads sent as POST (a search is no write): they leave the cached session as it is. */
+const READS = new Set(["/v1/search", "/v1/context", "/v1/items/lookup", "/v1/messages/search", "/v1/notes/search"]);
+const isWrite = (method, path) => method !== "GET" && !READS.has(new URL(path, window.location.origin).pathname);
 
-export async function loadSession() {
+/** What every view shares: the caller (from /v1/whoami), the branches and tags, and the recent commits of the
+ * default branch (the ref pickers' choices). Loaded once and kept across views; a write the UI makes (any
+ * request but a read), a new API key or a minute's age loads them again, and ``{refs: true}`` reloads the
+ * branches, tags and commits (for a view whose content they are). */
+export const session = { who: null, whoError: null, branches: {}, tags: {}, recent: [], loadedAt: 0, key: null };
+const MAX_AGE_MS = 60_000;
+let loading = null;
+
+export function invalidateSession() { session.loadedAt = 0; }
+
+export async function loadSession({ refs = false } = {}) {
+  const fresh = session.loadedAt && session.key === getKey() && Date.now() - session.loadedAt < MAX_AGE_MS;
+  if (fresh && !refs) return;
+  if (fresh && !loading) loading = fetchRefs();
+  loading ||= fetchSession();
+  const done = loading;
+  await done.finally(() => { if (loading === done) loading = null; });
+}
+
+async function fetchSession() {
+  session.key = getKey();
   try {
     session.who = await api("/v1/whoami");
     session.whoError = null;
   } catch (error) {
     session.who = null;
     session.whoError = error;
+    session.loadedAt = 0;
     return;
   }
-  const [branches, tags] = await Promise.all([api("/v1/branches"), api("/v1/tags")]);
+  await fetchRefs();
+}
+
+async function fetchRefs() {
+  const [branches, tags, recent] = await Promise.all([api("/v1/branches"), api("/v1/tags"),
+    api("/v1/log", { query: { limit: 15 } }).catch(() => ({ commits: [] }))]);
   session.branches = branches.refs;
   session.tags = tags.refs;
+  session.recent = recent.commits || [];
+  session.loadedAt = Date.now();
+  fillRefOptions();
+}
+
+/** The ref pickers' shared <datalist id="ref-options">: branches, tags and recent commits of the default branch. */
+export const REF_OPTIONS = "ref-options";
+function fillRefOptions() {
+  let list = document.getElementById(REF_OPTIONS);
+  if (!list) {
+    list = document.createElement("datalist");
+    list.id = REF_OPTIONS;
+    document.body.append(list);
+  }
+  const option = (value, label) => {
+    const el = document.createElement("option");
+    el.value = value;
+    el.label = label;
+    el.textContent = label;
+    return el;
+  };
+  list.replaceChildren(
+    ...Object.keys(session.branches).sort().map((name) => option(name, `branch · ${session.branches[name].slice(0, 10)}`)),
+    ...Object.keys(session.tags).sort().map((name) => option(name, `tag · ${session.tags[name].slice(0, 10)}`)),
+    ...session.recent.map((c) => option(c.id.slice(0, 10), `commit · ${c.message} · ${c.author}`)));
 }
 
 export const canWrite = () => Boolean(session.who && session.who.scopes.includes("write"));

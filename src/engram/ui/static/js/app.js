@@ -6,11 +6,12 @@ import * as branches from "./branches.js";
 import * as channels from "./channels.js";
 import * as commit from "./commit.js";
 import * as diff from "./diff.js";
+import * as run from "./run.js";
 import * as search from "./search.js";
 import * as state from "./state.js";
 import * as timeline from "./timeline.js";
 
-const VIEWS = { timeline, state, diff, blame, search, branches, channels, commit };
+const VIEWS = { timeline, state, diff, blame, search, branches, channels, commit, run };
 const main = document.getElementById("view");
 let rendering = 0;
 
@@ -28,7 +29,7 @@ async function route() {
     else a.removeAttribute("aria-current");
   }
   main.setAttribute("aria-busy", "true");
-  await loadSession();
+  await loadSession({ refs: name === "branches" }); // the branches view shows the refs: always fresh there
   showWho();
   const out = h("div", { class: "view", "data-view": name });
   try {

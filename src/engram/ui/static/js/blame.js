@@ -2,14 +2,16 @@
 // sources and writer run, and what changed from the version before (word-level for text).
 import { api, mainBranch } from "./api.js";
 import { field, formValues, h, href, jsonBlock, link, short, textLeaves, timeEl, wordDiffEl } from "./dom.js";
+import { refInput, refLabel } from "./refs.js";
+import { runLink, sourceList } from "./sources.js";
 
 export async function render(out, params) {
   const ref = params.ref || mainBranch();
-  out.append(h("h1", {}, "Blame ", h("span", { class: "muted" }, params.key ? `${params.ns} / ${params.key}` : "")));
+  out.append(h("h1", {}, "Blame ", h("span", { class: "muted" }, params.key ? [`${params.ns} / ${params.key} up to `, refLabel(ref)] : "")));
   const form = h("form", { class: "bar", "aria-label": "Item" },
     field("Namespace", h("input", { name: "ns", value: params.ns || "", required: true, size: 28, placeholder: "users.alice" })),
     field("Key", h("input", { name: "key", value: params.key || "", required: true, size: 20 })),
-    field("Up to", h("input", { name: "ref", value: ref, size: 20 })),
+    field("Up to", refInput({ name: "ref", value: ref, size: 20 })),
     h("button", { type: "submit", class: "primary" }, "Show history"));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -35,9 +37,9 @@ function version(v, older, params, number) {
     h("div", { class: "head" }, h("a", { href: href("commit", { id: c.id }), class: "mono", "data-open": true }, short(c.id)),
       timeEl(c.time), h("span", {}, `commit by ${c.author}`),
       v.item ? h("span", {}, `item author ${v.item.author || "—"}`) : h("span", { class: "kind kind-removed" }, "deleted"),
-      writer ? h("span", { class: "badge" }, `writer run ${writer.run}`) : null),
+      writer ? h("span", { class: "badge" }, runLink(writer)) : null),
     h("div", {}, c.message),
-    v.item ? h("div", { class: "sources" }, "sources: ", v.item.sources.length ? v.item.sources.map((s) => h("code", {}, s, " ")) : "—") : null);
+    v.item ? h("div", { class: "sources" }, "sources: ", sourceList(v.item.sources, { at: c.id, writer })) : null);
   if (v.item && older && older.item) {
     const before = textLeaves(older.item.value);
     const after = textLeaves(v.item.value);

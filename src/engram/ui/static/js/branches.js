@@ -5,6 +5,7 @@
 import { api, canAdmin, canWrite, loadSession, mainBranch, session } from "./api.js";
 import { changeList } from "./diff.js";
 import { createRef, madeNotice } from "./commit.js";
+import { refInput } from "./refs.js";
 import { confirmDialog, conflictList, errorBox, field, h, href, link, provenanceFields, select, short, writeButton } from "./dom.js";
 
 const STRATEGIES = [["fail", "fail: stop and list the conflicts"], ["ours", "ours: keep the target branch's version"],
@@ -67,7 +68,7 @@ async function refresh(out, params, notice) {
 }
 
 function createForm(params, result) {
-  const at = h("input", { name: "at", value: params.at || mainBranch(), size: 36 });
+  const at = refInput({ name: "at", value: params.at || mainBranch(), size: 36 });
   const form = h("form", { class: "bar", "aria-label": "Create a branch" },
     field("From any point (ref, commit, tag, branch@{time})", at),
     canWrite() ? h("button", { type: "submit", class: "primary" }, "Create branch…") : h("span", { class: "muted" }, "needs the write scope"));

@@ -35,11 +35,11 @@ export async function render(out, params) {
   const body = h("section", {});
   out.append(h("div", { class: "cols" }, side, body));
   if (params.notes === "1") await notes(body);
-  else if (params.channel) await channel(body, params.channel, at, params.asof);
+  else if (params.channel) await channel(body, params.channel, at, params.asof, params.message);
   else body.append(h("p", { class: "muted" }, "Choose a channel."));
 }
 
-async function channel(body, name, at, asof) {
+async function channel(body, name, at, asof, focus) {
   const messages = await api(`/v1/channels/${encodeURIComponent(name)}/messages`, { agent: true, query: { limit: 200, at } });
   body.append(h("h2", {}, `#${name}`, asof ? h("span", { class: "muted" }, " as of ", timeEl(asof)) : null),
     h("p", { class: "muted" }, `${messages.length} messages, oldest first; replies under the message they answer.`));
@@ -54,6 +54,12 @@ async function channel(body, name, at, asof) {
   const thread = (m) => h("div", { class: "msg", "data-message": m.id }, message(m),
     (byParent.get(m.id) || []).length ? h("div", { class: "thread", "aria-label": "replies" }, byParent.get(m.id).map(thread)) : null);
   body.append(h("div", {}, roots.map(thread)));
+  const opened = focus && body.querySelector(`[data-message="${CSS.escape(focus)}"]`);
+  if (opened) {
+    opened.classList.add("selected");
+    opened.id = "opened-message";
+    opened.scrollIntoView({ block: "center" });
+  } else if (focus) body.append(h("p", { class: "muted", id: "opened-message-missing" }, `Message ${focus} is not among the last 200 of #${name}.`));
 }
 
 function message(m) {

@@ -49,7 +49,12 @@ async function revert(c, result, conflicts = null, typed = null) {
   const sent = { branch: branch.value, ...who.body() };
   try {
     const made = await api("/v1/revert", { method: "POST", body: { ref: c.id, strategy: strategy.value, ...sent } });
-    result.replaceChildren(madeNotice(`Reverted on ${branch.value}`, made.commit));
+    if (made.nothing_to_revert) {
+      result.replaceChildren(h("div", { class: "notice", id: "nothing-reverted", role: "note" },
+        `Nothing to revert: ${branch.value} already lacks what ${short(c.id)} changed (never had it, or it was reverted). `,
+        "No commit was made; the head stays at ", link("commit", { id: made.commit.id }, short(made.commit.id), { class: "mono" }), "."));
+      toast(`Nothing to revert on ${branch.value}`);
+    } else result.replaceChildren(madeNotice(`Reverted on ${branch.value}`, made.commit));
   } catch (error) {
     if (error.code === "merge_conflict" && error.details) {
       result.replaceChildren(errorBox(error), conflictList(error.details, SIDES));

@@ -2,6 +2,7 @@
 // with word-level highlighting of the text fields that changed; added and removed items show their value inline;
 // items sort naturally (error_2 before error_10).
 import { api, mainBranch } from "./api.js";
+import { refInput, refText } from "./refs.js";
 import { field, formValues, h, href, jsonBlock, link, nsText, textLeaves, wordDiffEl } from "./dom.js";
 
 const PAGE = 100;
@@ -23,10 +24,10 @@ export async function render(out, params) {
   const branch = mainBranch();
   const old = params.old || `${branch}~1`;
   const neu = params.new || (isRange(old) ? "" : branch);
-  out.append(h("h1", {}, "Diff ", h("span", { class: "muted" }, neu ? `${old} → ${neu}` : old)));
+  out.append(h("h1", {}, "Diff ", h("span", { class: "muted", title: neu ? `${old} → ${neu}` : old }, neu ? `${refText(old)} → ${refText(neu)}` : refText(old))));
   const form = h("form", { class: "bar", "aria-label": "Points to compare" },
-    field("Old (ref, commit, tag, branch@{time}; or main...fix: what fix brings in since the merge base)", h("input", { name: "old", value: old, size: 34 })),
-    field("New", h("input", { name: "new", value: neu, size: 34 })),
+    field("Old (ref, commit, tag, branch@{time}; or main...fix: what fix brings in since the merge base)", refInput({ name: "old", value: old, size: 34 })),
+    field("New", refInput({ name: "new", value: neu, size: 34 })),
     field("Namespace prefix", h("input", { name: "ns", value: params.ns || "", size: 18 })),
     h("button", { type: "submit", class: "primary" }, "Compare"),
     link("diff", neu ? { old: neu, new: old, ns: params.ns } : { old: swapped(old), ns: params.ns }, "Swap"));

@@ -4,6 +4,8 @@
 import { api, canWrite, mainBranch } from "./api.js";
 import { createRef } from "./commit.js";
 import { natural } from "./diff.js";
+import { refInput, refLabel } from "./refs.js";
+import { runLink, sourceList } from "./sources.js";
 import { errorBox, field, h, href, isoToLocal, jsonBlock, link, localToIso, nsText, preview, short, timeEl, writeButton } from "./dom.js";
 
 const ITEMS = 50;
@@ -12,7 +14,7 @@ export async function render(out, params) {
   const head = mainBranch();
   const at = params.at || head;
   const point = (await api("/v1/timeline", { query: { ref: at, limit: 1 } })).commits[0];
-  out.append(h("h1", {}, "State ", h("span", { class: "muted" }, `at ${at}`)));
+  out.append(h("h1", {}, "State ", h("span", { class: "muted" }, "at ", refLabel(at))));
   out.append(pointForm(params, at));
   const result = h("div", { "aria-live": "polite" });
   out.append(h("p", { class: "point" }, "Commit ", link("commit", { id: point.id }, short(point.id), { class: "mono" }),
@@ -40,7 +42,7 @@ const NAMESPACES = 1000;
 const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 
 function pointForm(params, at) {
-  const ref = h("input", { name: "at", value: at, size: 36, "aria-describedby": "at-help" });
+  const ref = refInput({ name: "at", value: at, size: 36, "aria-describedby": "at-help" });
   const when = h("input", { type: "datetime-local", name: "when", value: isoToLocal(params.asof) });
   const form = h("form", { class: "bar", "aria-label": "Point in history" },
     field("Ref: branch, tag, commit, HEAD~n, main@{time}", ref), field("…or as of a time", when),
@@ -122,9 +124,9 @@ async function item(body, params, at, point, head) {
     h("dt", {}, "Updated"), h("dd", {}, timeEl(found.updated_at)),
     h("dt", {}, "Expires"), h("dd", {}, found.expires_at ? timeEl(found.expires_at) : "never"),
     h("dt", {}, "Author"), h("dd", {}, found.author || "—"),
-    h("dt", {}, "Sources"), h("dd", { id: "sources" }, found.sources.length ? found.sources.map((s) => h("code", {}, s, " ")) : "—"),
+    h("dt", {}, "Sources"), h("dd", { id: "sources" }, sourceList(found.sources, { at, writer })),
     h("dt", {}, "Written by commit"), h("dd", {}, made ? [link("commit", { id: made.id }, short(made.id), { class: "mono" }), ` “${made.message}” `, timeEl(made.time)] : "—"),
-    writer ? [h("dt", {}, "Writer run"), h("dd", {}, `${writer.run} (${writer.target})`)] : null));
+    writer ? [h("dt", {}, "Writer run"), h("dd", {}, runLink(writer, `${writer.run} (${writer.target})`))] : null));
   body.append(h("div", { class: "actions" }, link("blame", { ns: params.ns, key: params.key, ref: at }, "Blame / history", { class: "button" }),
     link("search", { at, ns: params.ns }, "Search this namespace here", { class: "button" })));
   body.append(h("h3", {}, "Value"), jsonBlock(found.value));

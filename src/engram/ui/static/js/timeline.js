@@ -4,6 +4,7 @@
 import { api, mainBranch, refsById, session } from "./api.js";
 import { field, formValues, h, href, isoToLocal, link, localToIso, nsText, select, short, timeEl, toast } from "./dom.js";
 import { drawRow, Graph, LANE } from "./graph.js";
+import { refText } from "./refs.js";
 
 const QUICK = [["1 hour ago", 1], ["1 day ago", 24], ["3 days ago", 72], ["1 week ago", 168]];
 
@@ -14,7 +15,7 @@ export async function render(out, params) {
   const filters = { namespace: params.ns, key: params.key, author: params.author, since: params.since, until: params.until };
   const from = { ref, branch, all_branches: all || undefined, ...filters, limit: params.limit || 50 };
   const page = await api("/v1/timeline", { query: { ...from, cursor: params.cursor } });
-  out.append(h("h1", {}, "Timeline ", h("span", { class: "muted" }, `of ${all ? "all branches" : ref === branch ? branch : ref}`)));
+  out.append(h("h1", {}, "Timeline ", h("span", { class: "muted" }, `of ${all ? "all branches" : ref === branch ? branch : refText(ref)}`)));
   out.append(filterForm(params, branch, all), timeControl(params, branch));
   if (!all && params.ref && params.ref !== branch) {
     out.append(h("p", { class: "notice" }, `Showing history from ${params.ref} (as of ${params.asof || "that point"}). `,
