@@ -2,6 +2,7 @@
 // provenance (author, sources, the commit and writer run that made it) and "newer versions exist".
 import { api, canWrite, mainBranch } from "./api.js";
 import { createRef } from "./commit.js";
+import { editActions } from "./edit.js";
 import { errorBox, field, h, href, isoToLocal, jsonBlock, link, localToIso, nsText, preview, short, timeEl, writeButton } from "./dom.js";
 
 const ITEMS = 50;
@@ -111,5 +112,6 @@ async function item(body, params, at, point, head) {
   body.append(h("div", { class: "actions" }, link("blame", { ns: params.ns, key: params.key, ref: at }, "Blame / history", { class: "button" }),
     link("search", { at, ns: params.ns }, "Search this namespace here", { class: "button" })));
   body.append(h("h3", {}, "Value"), jsonBlock(found.value));
+  body.append(editActions(params.ns, params.key, at, found));
   if (!canWrite()) body.append(h("p", { class: "muted" }, "Read-only view."));
 }
