@@ -1,4 +1,4 @@
-"""Every screen: at 390×844 (a phone) nothing is wider than the viewport, timeline rows are cards with the graph
+"""Every screen: at 390 x 844 (a phone) nothing is wider than the viewport, timeline rows are cards with the graph
 down their left side, and the State view stacks the namespace tree above the items, which get the width; on a
 long timeline the column headings stay in view while scrolling. Narrow screenshots go to docs/ui/."""
 

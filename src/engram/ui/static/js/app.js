@@ -45,14 +45,13 @@ function jumpTo(target) {
   target.scrollIntoView({ block: "start" });
 }
 
-let routed = window.location.hash; // the hash of the view on screen (restored when an in-page anchor is typed)
+let routed = null; // the hash of the view on screen (put back when an in-page anchor is typed as a URL)
 
 async function route() {
   const anchor = anchorOf(window.location.hash);
   if (anchor) {
     history.replaceState(history.state, "", routed || "#/" + HOME);
-    jumpTo(anchor);
-    return;
+    if (routed !== null) { jumpTo(anchor); return; } // else the page opened on the anchor: draw the home view
   }
   routed = window.location.hash;
   const { name, params, path } = currentRoute();
