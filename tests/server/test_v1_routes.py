@@ -47,6 +47,17 @@ def test_v1_items_write_commits_with_provenance(client: TestClient) -> None:
     assert unchanged["id"] == removed.json()["commit"]["id"]  # deleting nothing makes no commit
 
 
+def test_v1_items_delete_names_its_author_and_message(client: TestClient) -> None:
+    put(client, "d1", {"text": "wrong"})
+    params = {"namespace": "notes", "key": "d1", "author": "dana", "message": "drop the wrong colour"}
+    removed = client.delete("/v1/items", params=params).json()["commit"]
+    assert (removed["author"], removed["message"]) == ("dana", "drop the wrong colour")
+    put(client, "d2", {"text": "also wrong"})
+    only_author = client.delete("/v1/items", params={"namespace": "notes", "key": "d2", "author": "dana"}).json()
+    assert only_author["commit"]["author"] == "dana"
+    error_of(client.get("/v1/items", params={"namespace": "notes", "key": "d2"}), 404, "item_not_found")
+
+
 def test_v1_log_show_diff_history(client: TestClient) -> None:
     a = put(client, "a", {"v": 1})
     put(client, "b", {"v": 1})

@@ -140,14 +140,20 @@ async def v1_put_item(caller: Write, body: s.WriteItem) -> dict[str, Any]:
 
 @routes.delete("/items", response_model=None, responses=s.responses(s.CommitResult))
 async def v1_delete_item(
-    caller: Write, namespace: NsQuery, key: KeyQuery, branch: BranchQuery = None, message: str | None = None
+    caller: Write,
+    namespace: NsQuery,
+    key: KeyQuery,
+    branch: BranchQuery = None,
+    message: str | None = None,
+    author: str | None = None,
 ) -> dict[str, Any]:
-    """Delete an item as one commit on ``branch``; returns the commit (the head when nothing changed)."""
+    """Delete an item as one commit on ``branch`` (with the commit's ``author`` and ``message``, when given);
+    returns the commit (the head when nothing changed)."""
     ns = caller.who.check(namespace_of(namespace))
-    if message is None:
+    if message is None and author is None:
         made = await caller.write(PutOp(ns, key, None), branch)
     else:
-        made = await caller.commit(lambda: caller.on(branch).delete(ns, key, message=message), branch)
+        made = await caller.commit(lambda: caller.on(branch).delete(ns, key, author=author, message=message), branch)
     return caller.committed(made, branch)
 
 

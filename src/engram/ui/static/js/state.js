@@ -6,6 +6,7 @@ import { createRef } from "./commit.js";
 import { natural } from "./diff.js";
 import { refInput, refLabel } from "./refs.js";
 import { runLink, sourceList } from "./sources.js";
+import { editActions } from "./edit.js";
 import { errorBox, field, h, href, isoToLocal, jsonBlock, link, localToIso, nsText, preview, short, timeEl, writeButton } from "./dom.js";
 
 const ITEMS = 50;
@@ -130,5 +131,6 @@ async function item(body, params, at, point, head) {
   body.append(h("div", { class: "actions" }, link("blame", { ns: params.ns, key: params.key, ref: at }, "Blame / history", { class: "button" }),
     link("search", { at, ns: params.ns }, "Search this namespace here", { class: "button" })));
   body.append(h("h3", {}, "Value"), jsonBlock(found.value));
+  body.append(editActions(params.ns, params.key, at, found));
   if (!canWrite()) body.append(h("p", { class: "muted" }, "Read-only view."));
 }
