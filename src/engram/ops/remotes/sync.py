@@ -36,8 +36,11 @@ from engram.tree import decode_node, empty_tree
 SHARED = (HEADS, TAGS, "meta/")
 #: Chunks per write batch (the bucket parallelises inside a batch).
 BATCH = 512
-#: Commits read ahead along a run of new commits, to ask the receiving side about them at once.
-READ_AHEAD = 1_000
+#: Chunks per read of the walk: a remote fetches the packs holding them in parallel.
+READ_BATCH = 4096
+#: Commits read ahead along a run of new commits, to ask the receiving side about them at once (and to walk
+#: their trees together, in large batches).
+READ_AHEAD = 10_000
 #: Bytes of chunks kept in memory between finding and writing them; past it they are read again.
 HOLD_BYTES = 1024 * 1024 * 1024
 #: Batches of one group written at once (a group's chunks never refer to each other).
@@ -141,8 +144,8 @@ def plan_copy(
         # without its parent after an interrupted copy (up to the known ones, whose history is complete)
         descend = asked if thorough else [cid for cid in asked if cid in missing or cid in commitish]
         following: list[ChunkId] = []
-        for i in range(0, len(descend), BATCH):
-            batch = descend[i : i + BATCH]
+        for i in range(0, len(descend), READ_BATCH):
+            batch = descend[i : i + READ_BATCH]
             found = {cid: read.pop(cid) for cid in batch if cid in read}
             good, bad = read_checked(source, [cid for cid in batch if cid not in found])
             found.update(good)
