@@ -41,6 +41,7 @@ from engram.ops.remotes.sync import (
     full_names,
     move_refs,
     plan_copy,
+    prefetched,
 )
 from engram.redaction import redact_url
 from engram.repo import HEADS, Repository
@@ -208,9 +209,9 @@ def verify_backup(remote: Remote, backup: Backup, progress: Callable[[int], None
     while wave:
         seen.update(wave)
         following: list[ChunkId] = []
-        for i in range(0, len(wave), READ_BATCH):
-            batch = wave[i : i + READ_BATCH]
-            for cid, data in found.read(remote, batch):
+        batches = [wave[i : i + READ_BATCH] for i in range(0, len(wave), READ_BATCH)]
+        for batch, read in zip(batches, prefetched(remote.chunks.read_checked, batches), strict=True):
+            for cid, data in found.record(batch, *read):
                 try:
                     node = decode_node(cid, data)
                 except IntegrityError:
@@ -235,9 +236,11 @@ class _Verified:
     corrupt: list[str] = field(default_factory=list)
     places: dict[str, list[str]] = field(default_factory=dict)
 
-    def read(self, remote: Remote, batch: list[ChunkId]) -> list[tuple[ChunkId, bytes]]:
-        """The chunks of ``batch`` read intact, in order; the others recorded as missing or corrupt."""
-        good, bad = remote.chunks.read_checked(batch)
+    def record(
+        self, batch: list[ChunkId], good: dict[ChunkId, bytes], bad: dict[ChunkId, set[str]]
+    ) -> list[tuple[ChunkId, bytes]]:
+        """The chunks of ``batch`` read intact (``good``), in order; the others recorded as corrupt (``bad``: the
+        objects holding their bad copies) or missing."""
         intact: list[tuple[ChunkId, bytes]] = []
         for cid in batch:
             if cid in bad:
@@ -260,7 +263,7 @@ def _verify_commits(
     todo = deque(starts)
     while todo:
         batch = [todo.popleft() for _ in range(min(BATCH, len(todo)))]
-        for cid, data in found.read(remote, batch):
+        for cid, data in found.record(batch, *remote.chunks.read_checked(batch)):
             if not is_commit(data):
                 trees.append(cid)  # a ref at a tree node (a store record): checked with the trees
                 continue

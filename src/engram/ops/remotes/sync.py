@@ -20,9 +20,10 @@ unreferenced chunks (which a later copy reuses and a sweep may collect).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from engram.backends.base import ChunkStore, RefStore
 from engram.errors import ChunkNotFoundError, ConflictError, IntegrityError, RefNotFoundError
@@ -45,6 +46,8 @@ READ_AHEAD = 10_000
 HOLD_BYTES = 1024 * 1024 * 1024
 #: Batches of one group written at once (a group's chunks never refer to each other).
 WRITERS = 4
+
+T = TypeVar("T")
 
 #: ``progress(phase, done, total)``: ``phase`` is "finding" (chunks examined) or "copying" (chunks written).
 Progress = Callable[[str, int, int | None], None]
@@ -144,10 +147,11 @@ def plan_copy(
         # without its parent after an interrupted copy (up to the known ones, whose history is complete)
         descend = asked if thorough else [cid for cid in asked if cid in missing or cid in commitish]
         following: list[ChunkId] = []
-        for i in range(0, len(descend), READ_BATCH):
-            batch = descend[i : i + READ_BATCH]
+        batches = [descend[i : i + READ_BATCH] for i in range(0, len(descend), READ_BATCH)]
+        # each batch read while the one before is looked at; what the read-ahead of commits held is not read again
+        reads = prefetched(lambda batch: read_checked(source, [cid for cid in batch if cid not in read]), batches)
+        for batch, (good, bad) in zip(batches, reads, strict=True):
             found = {cid: read.pop(cid) for cid in batch if cid in read}
-            good, bad = read_checked(source, [cid for cid in batch if cid not in found])
             found.update(good)
             for cid in batch:
                 data = found.get(cid)
@@ -165,6 +169,21 @@ def plan_copy(
                 progress("finding", examined, None)
         wave = [cid for cid in dict.fromkeys(following) if cid not in seen]
     return CopyPlan(plan.order(), plan.held, plan.present, plan.bytes, plan.missing, plan.corrupt)
+
+
+def prefetched(read: Callable[[list[ChunkId]], T], batches: list[list[ChunkId]]) -> Iterator[T]:
+    """``read(batch)`` of each batch in turn, the next one running (in one thread) while the caller works on the
+    one before: the requests of a walk overlap its decoding. Call ``read`` from one thread at a time."""
+    if len(batches) <= 1:
+        yield from map(read, batches)
+        return
+    with ThreadPoolExecutor(1, thread_name_prefix="engram-read-ahead") as pool:
+        ahead = pool.submit(read, batches[0])
+        for following in [*batches[1:], None]:
+            done = ahead.result()
+            if following is not None:
+                ahead = pool.submit(read, following)
+            yield done
 
 
 def read_checked(store: ChunkStore, ids: list[ChunkId]) -> tuple[dict[ChunkId, bytes], set[ChunkId]]:
@@ -410,6 +429,7 @@ __all__ = [
     "is_fresh",
     "move_refs",
     "plan_copy",
+    "prefetched",
     "push",
     "read_checked",
 ]
