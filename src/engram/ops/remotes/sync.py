@@ -6,9 +6,12 @@ so a second push after a small change copies a few chunks, not the store. That s
 copy writes tree levels bottom up (the batches of one level at once) and commits after all nodes: a node that
 is there has everything under it there, even after an interrupted copy. Commits are written together (one
 parallel batch), so the walk follows a present commit's parents back to the commits the receiving side is known
-to have (its refs' values), reading a run of commits ahead to ask about them at once. ``thorough=True`` walks
-everything instead and reads each chunk back from the receiving side, checking its hash (not an index's word
-that it is there): a chunk missing there, deleted by hand or corrupt, is sent again.
+to have (its refs' values), reading a run of commits ahead to ask about them at once; from a remote, each next
+commit is found in the pack fetched for the ones before (:mod:`engram.ops.remotes.stores` reads small packs
+whole), so a run of commits costs a request per pack, not per commit. The walk reads in large batches, the next
+one fetched while the one before is decoded. ``thorough=True`` walks everything instead and reads each chunk
+back from the receiving side, checking its hash (not an index's word that it is there): a chunk missing there,
+deleted by hand or corrupt, is sent again.
 
 Every chunk read from the sending side is checked against its id before anything is written: a copy from a
 damaged side refuses with an :class:`~engram.errors.IntegrityError` (corrupt) or a
