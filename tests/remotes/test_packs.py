@@ -160,3 +160,21 @@ def test_packs_on_s3_with_ranges(s3: S3Server) -> None:
     assert reader.get_many([empty]) == {empty: b""}
     remote.close()
     reader.close()
+
+
+def test_a_walk_through_a_pack_fetches_it_once(tmp_path: Path) -> None:
+    """One chunk at a time, as a walk along commits reads: a small pack is fetched whole at the first read and
+    the next chunks come from it; a large one is read by range twice, then whole."""
+    root = tmp_path / "remote"
+    small, large = _chunks(100, size=300, tag=b"s"), _chunks(200, size=2000, tag=b"l")
+    writer = open_remote(f"dir://{root}").chunks
+    writer.put_many(small)
+    writer.put_many(large)
+    bucket = CountingBucket(root)
+    reader = BucketChunkStore(bucket)
+    for cid, data in small.items():
+        assert reader.get_many([cid]) == {cid: data}
+    assert len(bucket.whole) == 1 and not bucket.ranged  # before: 100 ranged reads
+    for cid, data in list(large.items())[:50]:
+        assert reader.get_many([cid]) == {cid: data}
+    assert len(bucket.ranged) == 2 and len(bucket.whole) == 2  # before: 50 ranged reads

@@ -18,6 +18,7 @@ chunk without what it refers to, re-reading the refs after marking. Backups shar
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -32,6 +33,7 @@ from engram.ops.remotes.lease import hold_lease
 from engram.ops.remotes.stores import Remote
 from engram.ops.remotes.sync import (
     BATCH,
+    READ_BATCH,
     Progress,
     TransferReport,
     clone_into,
@@ -39,6 +41,7 @@ from engram.ops.remotes.sync import (
     full_names,
     move_refs,
     plan_copy,
+    prefetched,
 )
 from engram.redaction import redact_url
 from engram.repo import HEADS, Repository
@@ -193,45 +196,86 @@ class VerifyReport(FsckReport):
 def verify_backup(remote: Remote, backup: Backup, progress: Callable[[int], None] | None = None) -> VerifyReport:
     """Read back every chunk ``backup`` reaches on the remote and check its hash (nothing is restored).
 
-    The same check as :func:`engram.maintenance.fsck`, walked level by level so that each level's chunks are
-    read in large parallel batches: on S3 a depth-first walk would wait for one small batch at a time.
+    The same check as :func:`engram.maintenance.fsck`, in two walks: the commits first, each read found in the
+    packs already fetched for the ones before it (one request per pack of commits, not one per commit), then
+    the trees of them all level by level, each level's chunks read in large batches whose packs are fetched in
+    parallel: on S3 a depth-first walk would wait for one small batch at a time.
     """
     damaged = remote.chunks.damaged
-    places: dict[str, list[str]] = {}
+    found = _Verified()
+    nodes = _verify_commits(remote, list(dict.fromkeys(backup.refs.values())), found, progress)
     seen: set[ChunkId] = set()
-    wave = list(dict.fromkeys(backup.refs.values()))
-    counts = {"commit": 0, "node": 0}
-    missing: list[str] = []
-    corrupt: list[str] = []
+    wave = list(dict.fromkeys(nodes))
     while wave:
         seen.update(wave)
         following: list[ChunkId] = []
-        for i in range(0, len(wave), BATCH):
-            batch = wave[i : i + BATCH]
-            found, bad = remote.chunks.read_checked(batch)
-            for cid in batch:
-                data = found.get(cid)
-                if cid in bad:
-                    corrupt.append(cid.hex())
-                    places[cid.hex()] = sorted(bad[cid])
-                elif data is None:
-                    missing.append(cid.hex())
-                elif is_commit(data):
-                    commit = decode_commit(cid, data)
-                    counts["commit"] += 1
-                    following.extend([*commit.parents, commit.tree])
-                else:
-                    try:
-                        node = decode_node(cid, data)
-                    except IntegrityError:
-                        corrupt.append(cid.hex())
-                        continue
-                    counts["node"] += 1
-                    following.extend(node.child(j) for j in range(len(node.keys)) if node.level > 0)
+        batches = [wave[i : i + READ_BATCH] for i in range(0, len(wave), READ_BATCH)]
+        for batch, read in zip(batches, prefetched(remote.chunks.read_checked, batches), strict=True):
+            for cid, data in found.record(batch, *read):
+                try:
+                    node = decode_node(cid, data)
+                except IntegrityError:
+                    found.corrupt.append(cid.hex())
+                    continue
+                found.nodes += 1
+                following.extend(node.child(j) for j in range(len(node.keys)) if node.level > 0)
             if progress is not None:
                 progress(len(batch))
         wave = [cid for cid in dict.fromkeys(following) if cid not in seen]
-    return VerifyReport(counts["commit"], counts["node"], missing, corrupt, places, damaged)
+    return VerifyReport(found.commits, found.nodes, found.missing, found.corrupt, found.places, damaged)
+
+
+@dataclass
+class _Verified:
+    """What a verify walk found so far: counts, and the missing and corrupt chunks (with the corrupt ones'
+    places)."""
+
+    commits: int = 0
+    nodes: int = 0
+    missing: list[str] = field(default_factory=list)
+    corrupt: list[str] = field(default_factory=list)
+    places: dict[str, list[str]] = field(default_factory=dict)
+
+    def record(
+        self, batch: list[ChunkId], good: dict[ChunkId, bytes], bad: dict[ChunkId, set[str]]
+    ) -> list[tuple[ChunkId, bytes]]:
+        """The chunks of ``batch`` read intact (``good``), in order; the others recorded as corrupt (``bad``: the
+        objects holding their bad copies) or missing."""
+        intact: list[tuple[ChunkId, bytes]] = []
+        for cid in batch:
+            if cid in bad:
+                self.corrupt.append(cid.hex())
+                self.places[cid.hex()] = sorted(bad[cid])
+            elif cid in good:
+                intact.append((cid, good[cid]))
+            else:
+                self.missing.append(cid.hex())
+        return intact
+
+
+def _verify_commits(
+    remote: Remote, starts: list[ChunkId], found: _Verified, progress: Callable[[int], None] | None
+) -> list[ChunkId]:
+    """Check every commit reachable from ``starts`` (newest first, each batch the parents of the one before);
+    returns the trees to check: the commits' trees, and the starts that are tree nodes."""
+    trees: list[ChunkId] = []
+    seen = set(starts)
+    todo = deque(starts)
+    while todo:
+        batch = [todo.popleft() for _ in range(min(BATCH, len(todo)))]
+        for cid, data in found.record(batch, *remote.chunks.read_checked(batch)):
+            if not is_commit(data):
+                trees.append(cid)  # a ref at a tree node (a store record): checked with the trees
+                continue
+            commit = decode_commit(cid, data)
+            found.commits += 1
+            trees.append(commit.tree)
+            parents = [parent for parent in commit.parents if parent not in seen]
+            seen.update(parents)
+            todo.extend(parents)
+        if progress is not None:
+            progress(len(batch))
+    return trees
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,15 @@ LISTING_TTL = 60.0
 PACK_MIN = 16
 #: A read that wants at least this share of a pack's bytes reads the whole pack, else byte ranges of it.
 FULL_READ_SHARE = 0.25
+#: A pack of at most this many bytes is read whole (and kept) even for one chunk: a walk along a run of commits
+#: finds the next ones in what it fetched, one request per pack instead of one per commit.
+SMALL_PACK_BYTES = 256 << 10
+#: A pack read by byte range this many times is read whole the next time (a walk is going through it).
+RANGED_READS = 2
+#: Packs whose ranged reads are counted (the least recently read are forgotten).
+RANGED_MEMORY = 4096
+#: Bytes of whole packs one read fetches on those two guesses (past it, byte ranges): bounded memory per read.
+GUESS_BYTES = 64 << 20
 #: Gaps up to this many bytes between wanted chunks of a pack are read through (one ranged request).
 RANGE_GAP = 64 << 10
 #: Bytes of whole packs kept after a read: a walk asks for one pack's chunks over several batches.
@@ -100,6 +109,7 @@ class BucketChunkStore(ChunkStore):
         self._listing = threading.RLock()
         self._cache: OrderedDict[str, bytes] = OrderedDict()  # whole packs read lately
         self._cached = 0
+        self._ranged: OrderedDict[str, int] = OrderedDict()  # packs read by byte range lately: how many times
 
     def _present(self) -> set[ChunkId]:
         """Every loose chunk id on the remote, from a listing at most LISTING_TTL seconds old (a listing is one
@@ -227,18 +237,28 @@ class BucketChunkStore(ChunkStore):
             by_pack.setdefault(where[cid], []).append(cid)
         found: dict[ChunkId, bytes] = {}
         reads: list[tuple[str, int, int, list[ChunkId]]] = []  # (pack, start, length (-1: whole), chunks)
+        guessed = 0  # bytes of whole packs read on a guess that more of them will be wanted
         for name, cids in by_pack.items():
             pack = packs[name]
             with self._listing:
                 whole = self._cache.get(name)
                 if whole is not None:
                     self._cache.move_to_end(name)
+                ranged = self._ranged.pop(name, 0)
             if whole is not None:
                 found.update(slice_pack(pack, whole, 0, cids))
                 continue
             if sum(pack.entries[cid][1] for cid in cids) >= pack.size * FULL_READ_SHARE:
                 reads.append((name, 0, -1, cids))
                 continue
+            if (pack.size <= SMALL_PACK_BYTES or ranged >= RANGED_READS) and guessed + pack.size <= GUESS_BYTES:
+                guessed += pack.size
+                reads.append((name, 0, -1, cids))
+                continue
+            with self._listing:
+                self._ranged[name] = ranged + 1
+                while len(self._ranged) > RANGED_MEMORY:
+                    self._ranged.popitem(last=False)
             spans = sorted(cids, key=lambda cid: pack.entries[cid][0])
             start, end = -1, -1
             group: list[ChunkId] = []

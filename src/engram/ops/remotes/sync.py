@@ -6,9 +6,12 @@ so a second push after a small change copies a few chunks, not the store. That s
 copy writes tree levels bottom up (the batches of one level at once) and commits after all nodes: a node that
 is there has everything under it there, even after an interrupted copy. Commits are written together (one
 parallel batch), so the walk follows a present commit's parents back to the commits the receiving side is known
-to have (its refs' values), reading a run of commits ahead to ask about them at once. ``thorough=True`` walks
-everything instead and reads each chunk back from the receiving side, checking its hash (not an index's word
-that it is there): a chunk missing there, deleted by hand or corrupt, is sent again.
+to have (its refs' values), reading a run of commits ahead to ask about them at once; from a remote, each next
+commit is found in the pack fetched for the ones before (:mod:`engram.ops.remotes.stores` reads small packs
+whole), so a run of commits costs a request per pack, not per commit. The walk reads in large batches, the next
+one fetched while the one before is decoded. ``thorough=True`` walks everything instead and reads each chunk
+back from the receiving side, checking its hash (not an index's word that it is there): a chunk missing there,
+deleted by hand or corrupt, is sent again.
 
 Every chunk read from the sending side is checked against its id before anything is written: a copy from a
 damaged side refuses with an :class:`~engram.errors.IntegrityError` (corrupt) or a
@@ -20,9 +23,10 @@ unreferenced chunks (which a later copy reuses and a sweep may collect).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from engram.backends.base import ChunkStore, RefStore
 from engram.errors import ChunkNotFoundError, ConflictError, IntegrityError, RefNotFoundError
@@ -36,12 +40,17 @@ from engram.tree import decode_node, empty_tree
 SHARED = (HEADS, TAGS, "meta/")
 #: Chunks per write batch (the bucket parallelises inside a batch).
 BATCH = 512
-#: Commits read ahead along a run of new commits, to ask the receiving side about them at once.
-READ_AHEAD = 1_000
+#: Chunks per read of the walk: a remote fetches the packs holding them in parallel.
+READ_BATCH = 4096
+#: Commits read ahead along a run of new commits, to ask the receiving side about them at once (and to walk
+#: their trees together, in large batches).
+READ_AHEAD = 10_000
 #: Bytes of chunks kept in memory between finding and writing them; past it they are read again.
 HOLD_BYTES = 1024 * 1024 * 1024
 #: Batches of one group written at once (a group's chunks never refer to each other).
 WRITERS = 4
+
+T = TypeVar("T")
 
 #: ``progress(phase, done, total)``: ``phase`` is "finding" (chunks examined) or "copying" (chunks written).
 Progress = Callable[[str, int, int | None], None]
@@ -141,10 +150,11 @@ def plan_copy(
         # without its parent after an interrupted copy (up to the known ones, whose history is complete)
         descend = asked if thorough else [cid for cid in asked if cid in missing or cid in commitish]
         following: list[ChunkId] = []
-        for i in range(0, len(descend), BATCH):
-            batch = descend[i : i + BATCH]
+        batches = [descend[i : i + READ_BATCH] for i in range(0, len(descend), READ_BATCH)]
+        # each batch read while the one before is looked at; what the read-ahead of commits held is not read again
+        reads = prefetched(lambda batch: read_checked(source, [cid for cid in batch if cid not in read]), batches)
+        for batch, (good, bad) in zip(batches, reads, strict=True):
             found = {cid: read.pop(cid) for cid in batch if cid in read}
-            good, bad = read_checked(source, [cid for cid in batch if cid not in found])
             found.update(good)
             for cid in batch:
                 data = found.get(cid)
@@ -162,6 +172,21 @@ def plan_copy(
                 progress("finding", examined, None)
         wave = [cid for cid in dict.fromkeys(following) if cid not in seen]
     return CopyPlan(plan.order(), plan.held, plan.present, plan.bytes, plan.missing, plan.corrupt)
+
+
+def prefetched(read: Callable[[list[ChunkId]], T], batches: list[list[ChunkId]]) -> Iterator[T]:
+    """``read(batch)`` of each batch in turn, the next one running (in one thread) while the caller works on the
+    one before: the requests of a walk overlap its decoding. Call ``read`` from one thread at a time."""
+    if len(batches) <= 1:
+        yield from map(read, batches)
+        return
+    with ThreadPoolExecutor(1, thread_name_prefix="engram-read-ahead") as pool:
+        ahead = pool.submit(read, batches[0])
+        for following in [*batches[1:], None]:
+            done = ahead.result()
+            if following is not None:
+                ahead = pool.submit(read, following)
+            yield done
 
 
 def read_checked(store: ChunkStore, ids: list[ChunkId]) -> tuple[dict[ChunkId, bytes], set[ChunkId]]:
@@ -407,6 +432,7 @@ __all__ = [
     "is_fresh",
     "move_refs",
     "plan_copy",
+    "prefetched",
     "push",
     "read_checked",
 ]
