@@ -5,12 +5,16 @@ Layout (the same in a folder and in S3)::
     packs/<40 hex>.pack                 many chunks back to back (a write of PACK_MIN chunks or more)
     packs/<40 hex>.idx                  its index: id, offset and length of each chunk, and the write time
     chunks/<first 2 hex>/<40 hex>       one object per chunk ("loose": a write of a few chunks)
+    dicts/<8 hex>                       a zstd dictionary trained from the remote's chunks, named by its id
     refs/<ref name, %-quoted>           a ref: the hex id it points at
     reflog/<20-digit ns>-<random>       one JSON object per ref change
 
 Each chunk is stored as one zstd frame (:mod:`engram.backends.compression`), loose or in a pack; offsets and
-lengths in a pack's index are those of the stored frames. Copies written before compression (the chunk's own
-bytes) still read: a copy is good when what it decodes to hashes to its id.
+lengths in a pack's index are those of the stored frames. The first write of enough chunks to a remote without a
+dictionary trains one from them and stores it (before any frame that uses it); later writes use the dictionary
+found on the remote, and a reader fetches the one a frame names (checked against its id). Copies written before
+compression (the chunk's own bytes) or without a dictionary still read: a copy is good when what it decodes to
+hashes to its id.
 
 A remote passes the storage contract suites (:mod:`engram.testing`) like every local backend, so
 ``fsck``, the reachability walk and the sweep of :mod:`engram.maintenance` run on a remote as they do locally.
@@ -32,7 +36,7 @@ from urllib.parse import quote, unquote
 
 from engram.backends.base import ChunkStore, RefLogEntry, RefStore, now_ms
 from engram.backends.buckets import Bucket
-from engram.backends.compression import compress, decode
+from engram.backends.compression import TRAIN_MIN_BYTES, Dictionary, compress, decode, frame_dictionary, train
 from engram.breakers import RetryPolicy
 from engram.errors import IntegrityError, StorageError
 from engram.hashing import ID_SIZE, ChunkId
@@ -43,6 +47,8 @@ from engram.runtime import Threads
 log = logging.getLogger("engram.remotes")
 
 CHUNKS = "chunks/"
+#: The compression dictionaries of the remote's chunks (:mod:`engram.backends.compression`).
+DICTS = "dicts/"
 #: Where packs whose index cannot be read are moved by :meth:`BucketChunkStore.quarantine_damaged`.
 DAMAGED = "damaged/"
 REFS = "refs/"
@@ -100,6 +106,52 @@ class BucketChunkStore(ChunkStore):
         self._listing = threading.RLock()
         self._cache: OrderedDict[str, bytes] = OrderedDict()  # whole packs read lately
         self._cached = 0
+        self._dicts: dict[int, Dictionary | None] = {}  # dictionary id -> as read (None: missing or damaged)
+        self._writing: Dictionary | None = None  # the dictionary writes use
+        self._dicts_at = -LISTING_TTL  # when the remote was last searched for a dictionary to write with
+
+    def dictionary(self, did: int) -> Dictionary | None:
+        """The dictionary ``did`` of the remote (read once, checked against its id), or None when it is missing
+        or damaged (the frames that need it are then bad copies)."""
+        with self._listing:
+            if did in self._dicts:
+                return self._dicts[did]
+        key = f"{DICTS}{did:08x}"
+        data = self.bucket.get_many([key]).get(key)
+        found: Dictionary | None = None
+        try:
+            found = None if data is None else Dictionary.load(data, did)
+        except IntegrityError as exc:
+            log.warning("%s on the remote: %s", key, exc)
+        with self._listing:
+            self._dicts[did] = found
+        return found
+
+    def _dictionary_for(self, chunks: Mapping[ChunkId, bytes]) -> Dictionary | None:
+        """The dictionary to write ``chunks`` with: the one this store uses, else one found on the remote (looked
+        for at most every LISTING_TTL seconds), else one trained from ``chunks`` when they are enough (stored
+        before any frame uses it), else None."""
+        with self._listing:
+            if self._writing is not None:
+                return self._writing
+            if time.monotonic() - self._dicts_at >= LISTING_TTL:
+                self._dicts_at = time.monotonic()
+                keys = sorted(self.bucket.iter_keys(DICTS), key=lambda kw: kw[1], reverse=True)  # newest first
+                for key, _ in keys:
+                    try:
+                        did = int(key.removeprefix(DICTS), 16)
+                    except ValueError:
+                        continue
+                    if (found := self.dictionary(did)) is not None:
+                        self._writing = found
+                        return found
+            if sum(len(data) for data in chunks.values()) < TRAIN_MIN_BYTES:
+                return None
+            trained = train(chunks.values())
+            if trained is not None:
+                self.bucket.put_many({DICTS + trained.name: trained.data})
+                self._dicts[trained.id] = self._writing = trained
+            return trained
 
     def _present(self) -> set[ChunkId]:
         """Every loose chunk id on the remote, from a listing at most LISTING_TTL seconds old (a listing is one
@@ -211,11 +263,14 @@ class BucketChunkStore(ChunkStore):
         bad: dict[ChunkId, set[str]],
     ) -> None:  # fmt: skip
         for cid, stored in read.items():
-            data = decode(cid, stored)
+            did = frame_dictionary(stored)
+            dictionary = self.dictionary(did) if did else None
+            data = decode(cid, stored, dictionary)
             if data is not None:
                 found[cid] = data
                 continue
-            bad.setdefault(cid, set()).add(places[cid])
+            where = {places[cid], f"{DICTS}{did:08x}"} if did and dictionary is None else {places[cid]}
+            bad.setdefault(cid, set()).update(where)
             with self._listing:
                 self._bad.setdefault(cid, set()).add(places[cid])
 
@@ -295,7 +350,8 @@ class BucketChunkStore(ChunkStore):
         return rest - self._present()
 
     def put_many(self, chunks: Mapping[ChunkId, bytes]) -> None:
-        items = [(cid, compress(data)) for cid, data in chunks.items()]  # ids stay the hash of the chunk itself
+        dictionary = self._dictionary_for(chunks)
+        items = [(cid, compress(data, dictionary)) for cid, data in chunks.items()]  # ids: hash of the chunk itself
         if len(items) < PACK_MIN:
             self.bucket.put_many({chunk_key(cid): data for cid, data in items})
             with self._listing:
