@@ -10,11 +10,11 @@ Layout (the same in a folder and in S3)::
     reflog/<20-digit ns>-<random>       one JSON object per ref change
 
 Each chunk is stored as one zstd frame (:mod:`engram.backends.compression`), loose or in a pack; offsets and
-lengths in a pack's index are those of the stored frames. The first write of enough chunks to a remote without a
-dictionary trains one from them and stores it (before any frame that uses it); later writes use the dictionary
-found on the remote, and a reader fetches the one a frame names (checked against its id). Copies written before
-compression (the chunk's own bytes) or without a dictionary still read: a copy is good when what it decodes to
-hashes to its id.
+lengths in a pack's index are those of the stored frames. The first pack write of enough chunks to a remote
+without a dictionary trains one from them and stores it (before any frame that uses it); later pack writes use the
+dictionary found on the remote, and a reader fetches the one a frame names (checked against its id). Loose chunks
+never use one, so a backup's record reads without it. Copies written before compression (the chunk's own bytes)
+or without a dictionary still read: a copy is good when what it decodes to hashes to its id.
 
 A remote passes the storage contract suites (:mod:`engram.testing`) like every local backend, so
 ``fsck``, the reachability walk and the sweep of :mod:`engram.maintenance` run on a remote as they do locally.
@@ -350,7 +350,8 @@ class BucketChunkStore(ChunkStore):
         return rest - self._present()
 
     def put_many(self, chunks: Mapping[ChunkId, bytes]) -> None:
-        dictionary = self._dictionary_for(chunks)
+        # packs only: a loose write (a backup's record, a push of a few chunks) reads even without the dictionary
+        dictionary = self._dictionary_for(chunks) if len(chunks) >= PACK_MIN else None
         items = [(cid, compress(data, dictionary)) for cid, data in chunks.items()]  # ids: hash of the chunk itself
         if len(items) < PACK_MIN:
             self.bucket.put_many({chunk_key(cid): data for cid, data in items})
