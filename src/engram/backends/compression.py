@@ -26,6 +26,7 @@ from engram.hashing import ChunkId, chunk_id
 
 __all__ = [
     "DICT_BYTES",
+    "KEEP_SHARE",
     "LEVEL",
     "MAGIC",
     "MAX_CHUNK_BYTES",
@@ -53,6 +54,8 @@ DICT_BYTES = 110 << 10
 #: Bytes of sample chunks a dictionary is trained from, at least (fewer: no dictionary yet) and at most.
 TRAIN_MIN_BYTES = 256 << 10
 TRAIN_MAX_BYTES = 4 << 20
+#: A trained dictionary is kept only when held-out samples take at most this share of their plain frames with it.
+KEEP_SHARE = 0.9
 #: Dictionary ids 1 to 32767 are reserved by zstd's format, 2^31 and above too.
 _ID_LOW, _ID_HIGH = 32768, 1 << 31
 
@@ -92,7 +95,9 @@ class Dictionary:
 
 def train(samples: Iterable[bytes], *, seed: int = 0) -> Dictionary | None:
     """A dictionary trained from sample chunks (at most TRAIN_MAX_BYTES of them, picked at random), or None
-    when they are fewer than TRAIN_MIN_BYTES or zstd cannot train from them."""
+    when they are fewer than TRAIN_MIN_BYTES, zstd cannot train from them, or the dictionary does not pay: every
+    eighth sample is held out, and the dictionary must store those in at most KEEP_SHARE of their plain frames'
+    bytes (incompressible chunks, or chunks with nothing in common, get no dictionary)."""
     pool = [sample for sample in samples if sample]
     random.Random(seed).shuffle(pool)
     picked: list[bytes] = []
@@ -104,14 +109,16 @@ def train(samples: Iterable[bytes], *, seed: int = 0) -> Dictionary | None:
         size += len(sample)
     if size < TRAIN_MIN_BYTES or len(picked) < 8:
         return None
+    held, used = picked[::8], [sample for i, sample in enumerate(picked) if i % 8]
     try:
-        trained = zstandard.train_dictionary(DICT_BYTES, picked, level=LEVEL).as_bytes()
+        trained = zstandard.train_dictionary(DICT_BYTES, used, level=LEVEL).as_bytes()
     except zstandard.ZstdError:
         return None
     if not trained.startswith(DICT_MAGIC):
         return None
-    data = trained[:4] + dictionary_id(trained).to_bytes(4, "little") + trained[8:]
-    return Dictionary.load(data)
+    found = Dictionary.load(trained[:4] + dictionary_id(trained).to_bytes(4, "little") + trained[8:])
+    with_it = sum(len(compress(sample, found)) for sample in held)
+    return found if with_it <= KEEP_SHARE * sum(len(compress(sample)) for sample in held) else None
 
 
 def _tools(dictionary: Dictionary | None) -> tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor]:

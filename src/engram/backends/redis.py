@@ -37,6 +37,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 from engram.backends.base import ChunkStore, RefStore
 from engram.backends.compression import (
+    TRAIN_MAX_BYTES,
     TRAIN_MIN_BYTES,
     Dictionary,
     compress,
@@ -282,6 +283,7 @@ class RedisChunkCache(ChunkStore):
         self._looked = False  # whether Redis was asked which dictionary writers use
         self._samples: list[bytes] = []  # chunks stored before there is a dictionary, to train one from
         self._sampled = 0
+        self._train_bytes = TRAIN_MIN_BYTES  # samples to train from: doubles after each try that gave nothing
         self._dict_lock = threading.Lock()
 
     def _key(self, cid: ChunkId) -> str:
@@ -320,25 +322,22 @@ class RedisChunkCache(ChunkStore):
             self.health.run(lambda r: self._set(r, small))
 
     def _read_dicts(self, client: redis.Redis, ids: set[int]) -> None:
-        """Read the dictionaries ``ids`` (the frames of a read name them); a missing or damaged one is left out
-        (its values are misses), and put back when it is the one this cache writes with."""
+        """Read the dictionaries ``ids`` (the frames of a read name them); a missing or damaged one is left out:
+        its values are misses, overwritten from the store."""
         names = sorted(ids)
         values = client.mget([f"{self._dict_base}{did:08x}" for did in names])
         for did, data in zip(names, values, strict=True):
             try:
                 if data is not None:
                     self._dicts[did] = Dictionary.load(data, did)
-                    continue
             except IntegrityError as exc:
                 log.warning("the Redis cache's dictionary %08x: %s", did, exc)
-            writing = self._writing
-            if writing is not None and writing.id == did:
-                client.set(self._dict_base + writing.name, writing.data)
 
     def _dictionary_for(self, client: redis.Redis, chunks: Sequence[tuple[ChunkId, bytes]]) -> Dictionary | None:
         """The dictionary to cache ``chunks`` with: the one writers use (as Redis says, asked once), else, once
         the chunks stored so far reach TRAIN_MIN_BYTES, one trained from them (the first trained wins: a cache
-        that trained later adopts it); None until then."""
+        that trained later adopts it); None until then. A try that gives no dictionary (chunks that do not
+        compress) is repeated with twice the samples, up to TRAIN_MAX_BYTES, then never again."""
         with self._dict_lock:
             if self._writing is not None:
                 return self._writing
@@ -349,15 +348,16 @@ class RedisChunkCache(ChunkStore):
                 if self._writing is not None:
                     return self._writing
             for _, data in chunks:
-                if self._sampled >= TRAIN_MIN_BYTES:
+                if self._sampled >= self._train_bytes:
                     break
                 self._samples.append(data)
                 self._sampled += len(data)
-            if self._sampled < TRAIN_MIN_BYTES:
+            if self._sampled < self._train_bytes:
                 return None
             trained = train(self._samples)
             self._samples, self._sampled = [], 0
             if trained is None:
+                self._train_bytes = self._train_bytes * 2 if self._train_bytes < TRAIN_MAX_BYTES else 1 << 62
                 return None
             self._dicts[trained.id] = trained
             client.set(self._dict_base + trained.name, trained.data)

@@ -109,6 +109,7 @@ class BucketChunkStore(ChunkStore):
         self._dicts: dict[int, Dictionary | None] = {}  # dictionary id -> as read (None: missing or damaged)
         self._writing: Dictionary | None = None  # the dictionary writes use
         self._dicts_at = -LISTING_TTL  # when the remote was last searched for a dictionary to write with
+        self._trained_at = -LISTING_TTL  # when one was last trained (a failed try is not repeated at once)
 
     def dictionary(self, did: int) -> Dictionary | None:
         """The dictionary ``did`` of the remote (read once, checked against its id), or None when it is missing
@@ -128,14 +129,15 @@ class BucketChunkStore(ChunkStore):
         return found
 
     def _dictionary_for(self, chunks: Mapping[ChunkId, bytes]) -> Dictionary | None:
-        """The dictionary to write ``chunks`` with: the one this store uses, else one found on the remote (looked
-        for at most every LISTING_TTL seconds), else one trained from ``chunks`` when they are enough (stored
-        before any frame uses it), else None."""
+        """The dictionary to write ``chunks`` with: the one this store uses, else the newest good one on the remote
+        (looked for at most every LISTING_TTL seconds), else one trained from ``chunks`` when they are enough
+        (tried at most every LISTING_TTL seconds; stored before any frame uses it), else None."""
         with self._listing:
             if self._writing is not None:
                 return self._writing
-            if time.monotonic() - self._dicts_at >= LISTING_TTL:
-                self._dicts_at = time.monotonic()
+            now = time.monotonic()
+            if now - self._dicts_at >= LISTING_TTL:
+                self._dicts_at = now
                 keys = sorted(self.bucket.iter_keys(DICTS), key=lambda kw: kw[1], reverse=True)  # newest first
                 for key, _ in keys:
                     try:
@@ -145,8 +147,9 @@ class BucketChunkStore(ChunkStore):
                     if (found := self.dictionary(did)) is not None:
                         self._writing = found
                         return found
-            if sum(len(data) for data in chunks.values()) < TRAIN_MIN_BYTES:
+            if sum(len(data) for data in chunks.values()) < TRAIN_MIN_BYTES or now - self._trained_at < LISTING_TTL:
                 return None
+            self._trained_at = now
             trained = train(chunks.values())
             if trained is not None:
                 self.bucket.put_many({DICTS + trained.name: trained.data})
