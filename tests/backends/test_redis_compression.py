@@ -59,12 +59,12 @@ def client(redis_url: str, prefix: str) -> Iterator[redis.Redis]:
 
 @pytest.fixture(scope="module")
 def chunks(tmp_path_factory: pytest.TempPathFactory) -> dict[ChunkId, bytes]:
-    """The chunks of a store of 1,500 typical JSON memories (sentences of common words, tags, a timestamp)."""
+    """The chunks of a store of 3,000 typical JSON memories (sentences of common words, tags, a timestamp)."""
     mem = engram.open(str(tmp_path_factory.mktemp("chunks") / "s"), embedder=None, author="tester")
     rng = random.Random(5)
     weights = [1 / (r + 1) for r in range(len(_WORDS))]
     with mem.transaction("bulk") as tx:
-        for i in range(1500):
+        for i in range(3000):
             text = " ".join(rng.choices(_WORDS, weights=weights, k=rng.randint(15, 45)))
             value = {"text": text, "user": f"user-{i % 50}", "tags": rng.sample(_WORDS[:40], 3),
                      "created": f"2026-01-{1 + i % 28:02d}T00:{i % 60:02d}:00Z"}  # fmt: skip
@@ -128,6 +128,8 @@ def test_a_cached_chunk_takes_a_fraction_of_the_memory(
     ratio = used / before
     each, was = used / len(chunks), before / len(chunks)
     dicts = sum(int(client.memory_usage(key) or 0) for key in client.scan_iter(match=f"{prefix}default:d:*"))
-    print(f"\nRedis memory per cached chunk: {each:,.0f} B of {was:,.0f} B ({ratio:.1%}); the dictionary "
-          f"{dicts:,} B once ({(used + dicts) / before:.1%} with it, {len(chunks)} chunks)")
+    print(
+        f"\nRedis memory per cached chunk: {each:,.0f} B of {was:,.0f} B ({ratio:.1%}); the dictionary "
+        f"{dicts:,} B once ({(used + dicts) / before:.1%} with it, {len(chunks)} chunks)"
+    )
     assert 0 < ratio <= 0.30  # typical JSON items (measured: see docs/adr/0005-compression.md)

@@ -16,8 +16,8 @@ from services import require_redis
 
 import engram
 from engram.backends import MemoryChunkStore
-from engram.backends.compression import TRAIN_MIN_BYTES, Dictionary, frame_dictionary
-from engram.backends.redis import RedisChunkCache, open_redis
+from engram.backends.compression import Dictionary, frame_dictionary
+from engram.backends.redis import SAMPLE_BYTES, RedisChunkCache, open_redis
 from engram.hashing import ChunkId
 
 _WORDS = [
@@ -61,19 +61,20 @@ def client(redis_url: str, prefix: str) -> Iterator[redis.Redis]:
 
 @pytest.fixture(scope="module")
 def chunks(tmp_path_factory: pytest.TempPathFactory) -> dict[ChunkId, bytes]:
-    """The chunks of a store of 1,500 typical JSON memories, written in 3 commits."""
+    """The chunks of a store of 6,000 typical JSON memories, written in 3 commits (~2.6 MB)."""
     mem = engram.open(str(tmp_path_factory.mktemp("chunks") / "s"), embedder=None, author="tester")
     rng = random.Random(7)
     weights = [1 / (r + 1) for r in range(len(_WORDS))]
-    for start in range(0, 1500, 500):
+    for start in range(0, 6000, 2000):
         with mem.transaction("bulk") as tx:
-            for i in range(start, start + 500):
+            for i in range(start, start + 2000):
                 text = " ".join(rng.choices(_WORDS, weights=weights, k=rng.randint(15, 45)))
                 value = {"text": text, "user": f"user-{i % 50}", "tags": rng.sample(_WORDS[:40], 3),
                          "created": f"2026-01-{1 + i % 28:02d}T00:{i % 60:02d}:00Z"}  # fmt: skip
                 tx.put(("agents", f"a{i % 7}"), f"m{i:05d}", value)
     found = mem.repo.chunks.get_many(list(mem.repo.chunks.iter_ids()))
     mem.close()
+    assert sum(map(len, found.values())) >= 2 * SAMPLE_BYTES
     return found
 
 
@@ -92,7 +93,7 @@ def test_no_dictionary_until_enough_chunks_then_one_for_every_cache(
     items = sorted(chunks.items(), key=lambda kv: len(kv[1]))
     few, size = [], 0
     for cid, data in items:
-        if size + len(data) >= TRAIN_MIN_BYTES // 2:
+        if size + len(data) >= SAMPLE_BYTES // 2:
             break
         few.append(cid)
         size += len(data)

@@ -88,7 +88,7 @@ def test_one_dictionary_is_trained_stored_and_fetched_by_a_fresh_reader(remote_u
     assert loose and all(frame_dictionary(copy) == 0 for copy in loose)  # the backup's record: no dictionary
     stored = sum(map(len, packed)) + sum(map(len, loose)) + len(dictionary.data)
     raw = sum(map(len, data.values()))
-    print(f"\nremote bytes (with the dictionary): {stored:,} of {raw:,} ({stored / raw:.1%}), {stored / 3000:.0f} B/item")
+    print(f"\nremote bytes with the dictionary: {stored:,} of {raw:,} ({stored / raw:.1%}), {stored / 3000:.0f} B/item")
     assert stored / raw <= 0.30
     assert remote.chunks.get_many(ids) == data  # a reader that never saw the dictionary fetches it
     target = engram.open(str(tmp_path / "b"), embedder=None)

@@ -38,7 +38,6 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 from engram.backends.base import ChunkStore, RefStore
 from engram.backends.compression import (
     TRAIN_MAX_BYTES,
-    TRAIN_MIN_BYTES,
     Dictionary,
     compress,
     decode,
@@ -60,6 +59,10 @@ T = TypeVar("T")
 
 #: Failures that mean "Redis cannot serve us now": fall through to the inner store.
 _FAILURES = (redis.exceptions.RedisError, OSError)
+
+#: Bytes of the first chunks a cache stores that it trains its dictionary from (held until then): with 1 MB typical
+#: JSON memories take 23 % of their bytes, with 256 KB 26 %.
+SAMPLE_BYTES = 1 << 20
 
 #: Keys per MGET / DEL and commands per pipeline, so no single command blocks Redis for long.
 _BATCH = 1000
@@ -283,7 +286,7 @@ class RedisChunkCache(ChunkStore):
         self._looked = False  # whether Redis was asked which dictionary writers use
         self._samples: list[bytes] = []  # chunks stored before there is a dictionary, to train one from
         self._sampled = 0
-        self._train_bytes = TRAIN_MIN_BYTES  # samples to train from: doubles after each try that gave nothing
+        self._train_bytes = SAMPLE_BYTES  # samples to train from: doubles after each try that gave nothing
         self._dict_lock = threading.Lock()
 
     def _key(self, cid: ChunkId) -> str:
@@ -328,14 +331,14 @@ class RedisChunkCache(ChunkStore):
         values = client.mget([f"{self._dict_base}{did:08x}" for did in names])
         for did, data in zip(names, values, strict=True):
             try:
-                if data is not None:
+                if isinstance(data, bytes):
                     self._dicts[did] = Dictionary.load(data, did)
             except IntegrityError as exc:
                 log.warning("the Redis cache's dictionary %08x: %s", did, exc)
 
     def _dictionary_for(self, client: redis.Redis, chunks: Sequence[tuple[ChunkId, bytes]]) -> Dictionary | None:
         """The dictionary to cache ``chunks`` with: the one writers use (as Redis says, asked once), else, once
-        the chunks stored so far reach TRAIN_MIN_BYTES, one trained from them (the first trained wins: a cache
+        the chunks stored so far reach SAMPLE_BYTES, one trained from them (the first trained wins: a cache
         that trained later adopts it); None until then. A try that gives no dictionary (chunks that do not
         compress) is repeated with twice the samples, up to TRAIN_MAX_BYTES, then never again."""
         with self._dict_lock:
@@ -344,7 +347,7 @@ class RedisChunkCache(ChunkStore):
             current = self._dict_base + "current"
             if not self._looked:
                 self._looked = True
-                self._writing = self._adopt(client, client.get(current))
+                self._writing = self._adopt(client, _bytes(client.get(current)))
                 if self._writing is not None:
                     return self._writing
             for _, data in chunks:
@@ -364,7 +367,7 @@ class RedisChunkCache(ChunkStore):
             if client.set(current, trained.name.encode(), nx=True):
                 self._writing = trained
             else:  # another cache trained one first
-                self._writing = self._adopt(client, client.get(current)) or trained
+                self._writing = self._adopt(client, _bytes(client.get(current))) or trained
             return self._writing
 
     def _adopt(self, client: redis.Redis, name: bytes | None) -> Dictionary | None:
@@ -416,6 +419,10 @@ class RedisChunkCache(ChunkStore):
     def close(self) -> None:
         self.inner.close()
         self.health.close()
+
+
+def _bytes(value: object) -> bytes | None:
+    return value if isinstance(value, bytes) else None
 
 
 def _cached_chunk(cid: ChunkId, stored: bytes, verify: bool, dicts: Mapping[int, Dictionary]) -> bytes | None:
