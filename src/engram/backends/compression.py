@@ -94,26 +94,27 @@ class Dictionary:
         return cls(stored, data)
 
 
-def train(samples: Iterable[bytes], *, seed: int = 0) -> Dictionary | None:
-    """A dictionary trained from sample chunks (at most TRAIN_MAX_BYTES of them, picked at random), or None
+def train(samples: Iterable[bytes], size: int = DICT_BYTES, *, seed: int = 0) -> Dictionary | None:
+    """A dictionary of at most ``size`` bytes (and a third of the samples') trained from sample chunks (at most
+    TRAIN_MAX_BYTES of them, picked at random), or None
     when they are fewer than TRAIN_MIN_BYTES, zstd cannot train from them, or the dictionary does not pay: every
     eighth sample is held out, and the dictionary must store those in at most KEEP_SHARE of their plain frames'
     bytes (incompressible chunks, or chunks with nothing in common, get no dictionary)."""
     pool = [sample for sample in samples if sample]
     random.Random(seed).shuffle(pool)
     picked: list[bytes] = []
-    size = 0
+    total = 0
     for sample in pool:
-        if size + len(sample) > TRAIN_MAX_BYTES:
+        if total + len(sample) > TRAIN_MAX_BYTES:
             continue
         picked.append(sample)
-        size += len(sample)
-    if size < TRAIN_MIN_BYTES or len(picked) < 8:
+        total += len(sample)
+    if total < TRAIN_MIN_BYTES or len(picked) < 8:
         return None
     held = picked[::8]
     used: list[bytes | bytearray | memoryview] = [sample for i, sample in enumerate(picked) if i % 8]
     try:
-        data = zstandard.train_dictionary(min(DICT_BYTES, size // 3), used, level=LEVEL).as_bytes()
+        data = zstandard.train_dictionary(min(size, total // 3), used, level=LEVEL).as_bytes()
     except zstandard.ZstdError:
         return None
     if not data.startswith(DICT_MAGIC):

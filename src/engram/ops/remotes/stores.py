@@ -36,7 +36,15 @@ from urllib.parse import quote, unquote
 
 from engram.backends.base import ChunkStore, RefLogEntry, RefStore, now_ms
 from engram.backends.buckets import Bucket
-from engram.backends.compression import TRAIN_MIN_BYTES, Dictionary, compress, decode, frame_dictionary, train
+from engram.backends.compression import (
+    DICT_BYTES,
+    TRAIN_MIN_BYTES,
+    Dictionary,
+    compress,
+    decode,
+    frame_dictionary,
+    train,
+)
 from engram.breakers import RetryPolicy
 from engram.errors import IntegrityError, StorageError
 from engram.hashing import ID_SIZE, ChunkId
@@ -65,6 +73,9 @@ FULL_READ_SHARE = 0.25
 RANGE_GAP = 64 << 10
 #: Bytes of whole packs kept after a read: a walk asks for one pack's chunks over several batches.
 PACK_CACHE_BYTES = 128 << 20
+#: A remote's dictionary is at most this fraction of the first write it is trained from (it is stored once, and a
+#: small remote should not pay for a large one).
+DICT_SHARE = 16
 #: Parallel requests of one read.
 READERS = 16
 
@@ -147,10 +158,11 @@ class BucketChunkStore(ChunkStore):
                     if (found := self.dictionary(did)) is not None:
                         self._writing = found
                         return found
-            if sum(len(data) for data in chunks.values()) < TRAIN_MIN_BYTES or now - self._trained_at < LISTING_TTL:
+            size = sum(len(data) for data in chunks.values())
+            if size < TRAIN_MIN_BYTES or now - self._trained_at < LISTING_TTL:
                 return None
             self._trained_at = now
-            trained = train(chunks.values())
+            trained = train(chunks.values(), min(DICT_BYTES, size // DICT_SHARE))
             if trained is not None:
                 self.bucket.put_many({DICTS + trained.name: trained.data})
                 self._dicts[trained.id] = self._writing = trained
