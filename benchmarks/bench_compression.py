@@ -10,10 +10,10 @@ Usage::
 A store of typical JSON memories (sentences of common words, tags, a user, a timestamp: ~330 bytes each) is backed
 up to the remote (default: a private SeaweedFS on loopback, see ``bench_ops.py``), then copied to two sibling
 remotes as earlier versions wrote it (the same packs and loose chunks: uncompressed, and one plain zstd frame per
-chunk without a dictionary). All three are restored (twice each, in turns; the faster run counts) into fresh stores.
-With ``--redis``, every chunk is cached through :class:`RedisChunkCache` (under a unique prefix, removed after) and
-``MEMORY USAGE`` of each value is compared with the chunk cached as it is. Progress goes to stderr, a markdown table
-to stdout.
+chunk without a dictionary). All three are restored (``--rounds`` times each, in turns; the fastest run counts)
+into fresh stores. With ``--redis``, every chunk is cached through :class:`RedisChunkCache` (under a unique
+prefix, removed after) and ``MEMORY USAGE`` of each value is compared with the chunk cached as it is. Progress goes
+to stderr, a markdown table to stdout.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from bench_ops import seaweedfs
 
 import engram
 from engram.backends import MemoryChunkStore
-from engram.backends.compression import compress, decompress, frame_dictionary
+from engram.backends.compression import Dictionary, compress, decompress, frame_dictionary
 from engram.backends.redis import RedisChunkCache, open_redis
 from engram.ops.backup import create_backup, get_backup, restore_backup
 from engram.ops.remotes import open_remote
@@ -122,7 +122,7 @@ def _redis(url: str, chunks: dict[bytes, bytes]) -> dict[str, Any]:
             "redis_dict": dicts, "redis_chunks": n}  # fmt: skip
 
 
-def run(items: int, url: str, folder: Path, redis_url: str | None = None) -> dict[str, Any]:
+def run(items: int, url: str, folder: Path, redis_url: str | None = None, rounds: int = 2) -> dict[str, Any]:
     results: dict[str, Any] = {"items": items, "remote": url.split("://")[0]}
     mem = engram.open(str(folder / "source"), embedder=None, author="bench")
     rng = random.Random(5)
@@ -151,6 +151,14 @@ def run(items: int, url: str, folder: Path, redis_url: str | None = None) -> dic
     started = time.perf_counter()
     create_backup(mem.repo, remote, "b1")
     results["backup_s"] = round(time.perf_counter() - started, 2)
+    (key,) = [key for key, _ in remote.chunks.bucket.iter_keys(DICTS)]
+    dictionary = Dictionary.load(remote.chunks.bucket.get_many([key])[key])
+    framed = [compress(d, dictionary) for d in chunks.values()]
+    started = time.perf_counter()
+    for frame in framed:
+        decompress(frame, dictionary)
+    results["dict_decode_mb_s"] = round(raw / 1e6 / (time.perf_counter() - started))
+    results["dict_kb"] = round(len(dictionary.data) / 1024)
     old_url, plain_url = _sibling(url, "-uncompressed"), _sibling(url, "-plain")
     _older_copy(open_remote(url), open_remote(old_url), plain_frames=False)
     _older_copy(open_remote(url), open_remote(plain_url), plain_frames=True)
@@ -164,7 +172,7 @@ def run(items: int, url: str, folder: Path, redis_url: str | None = None) -> dic
     if redis_url:
         results.update(_redis(redis_url, chunks))
     turns = (("before", old_url), ("plain", plain_url), ("after", url))
-    for label, which in (*turns, *turns):
+    for label, which in turns * rounds:
         target = engram.open(str(folder / f"restore-{label}-{time.monotonic_ns()}"), embedder=None)
         fresh = open_remote(which)
         started = time.perf_counter()
@@ -185,29 +193,32 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=30_000)
     parser.add_argument("--remote", help="Remote URL (default: a private SeaweedFS S3 server).")
     parser.add_argument("--redis", help="Redis URL: measure memory per cached chunk too.")
+    parser.add_argument("--rounds", type=int, default=2, help="Restores from each remote, in turns (the best counts).")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="engram-bench-zstd-") as tmp:
         folder = Path(tmp)
         if args.remote:
-            results = run(args.items, args.remote, folder, args.redis)
+            results = run(args.items, args.remote, folder, args.redis, args.rounds)
         else:
             (folder / "s3").mkdir()
             with seaweedfs(folder / "s3") as url:
-                results = run(args.items, url, folder, args.redis)
+                results = run(args.items, url, folder, args.redis, args.rounds)
     r = results
     print(f"| {r['items']:,} typical JSON items -> {r['remote']} | uncompressed | zstd, plain frames | "
           "zstd, trained dictionary |")  # fmt: skip
     print("|---|---|---|---|")
     print(f"| remote bytes per item | {r['bytes_per_item_before']} | {r['bytes_per_item_plain']} ({r['plain_pct']} %) "
           f"| {r['bytes_per_item_after']} ({r['ratio_pct']} %) |")  # fmt: skip
-    print(f"| restore (best of 2) | {r['restore_before_s']} s | {r['restore_plain_s']} s | {r['restore_after_s']} s |")
+    print(f"| restore (best of {args.rounds}) | {r['restore_before_s']} s | {r['restore_plain_s']} s | "
+          f"{r['restore_after_s']} s |")  # fmt: skip
     if "redis_after" in r:
         before, plain, after = r["redis_before"], r["redis_plain"], r["redis_after"]
         print(f"| Redis memory per cached chunk ({r['redis_chunks']:,} chunks) | {before:,} B | {plain:,} B "
               f"({100 * plain / before:.1f} %) | {after:,} B ({100 * after / before:.1f} %), "
               f"+ {r['redis_dict']:,} B once for the dictionary |")  # fmt: skip
     print(f"| per chunk: zlib-1 / zstd-3 size | | {r['zlib1_per_chunk_pct']} % / {r['zstd_per_chunk_pct']} % | |")
-    print(f"| decode speed: zlib / zstd | | {r['zlib_decode_mb_s']} / {r['zstd_decode_mb_s']} MB/s | |")
+    print(f"| decode speed: zlib / zstd | | {r['zlib_decode_mb_s']} / {r['zstd_decode_mb_s']} MB/s | "
+          f"{r['dict_decode_mb_s']} MB/s (dictionary {r['dict_kb']} KB) |")  # fmt: skip
 
 
 if __name__ == "__main__":
