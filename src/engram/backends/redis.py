@@ -281,7 +281,7 @@ class RedisChunkCache(ChunkStore):
         self.verify = verify
         self._base = _key_base(prefix, repo) + "c:"
         self._dict_base = _key_base(prefix, repo) + "d:"
-        self._dicts: dict[int, Dictionary] = {}  # dictionaries read or trained, by id (only good ones)
+        self._dicts: dict[int, Dictionary] = {}  # read or trained, by id (good ones only; replaced, never changed)
         self._writing: Dictionary | None = None  # the dictionary writes use
         self._looked = False  # whether Redis was asked which dictionary writers use
         self._samples: list[bytes] = []  # chunks stored before there is a dictionary, to train one from
@@ -332,7 +332,7 @@ class RedisChunkCache(ChunkStore):
         for did, data in zip(names, values, strict=True):
             try:
                 if isinstance(data, bytes):
-                    self._dicts[did] = Dictionary.load(data, did)
+                    self._dicts = {**self._dicts, did: Dictionary.load(data, did)}  # readers iterate it
             except IntegrityError as exc:
                 log.warning("the Redis cache's dictionary %08x: %s", did, exc)
 
@@ -362,7 +362,7 @@ class RedisChunkCache(ChunkStore):
             if trained is None:
                 self._train_bytes = self._train_bytes * 2 if self._train_bytes < TRAIN_MAX_BYTES else 1 << 62
                 return None
-            self._dicts[trained.id] = trained
+            self._dicts = {**self._dicts, trained.id: trained}
             client.set(self._dict_base + trained.name, trained.data)
             if client.set(current, trained.name.encode(), nx=True):
                 self._writing = trained
