@@ -10,11 +10,10 @@ Layout (the same in a folder and in S3)::
     reflog/<20-digit ns>-<random>       one JSON object per ref change
 
 Each chunk is stored as one zstd frame (:mod:`engram.backends.compression`), loose or in a pack; offsets and
-lengths in a pack's index are those of the stored frames. The first pack write of enough chunks to a remote
-without a dictionary trains one from them and stores it (before any frame that uses it); later pack writes use the
-dictionary found on the remote, and a reader fetches the one a frame names (checked against its id). Loose chunks
-never use one, so a backup's record reads without it. Copies written before compression (the chunk's own bytes)
-or without a dictionary still read: a copy is good when what it decodes to hashes to its id.
+lengths in a pack's index are those of the stored frames. Pack writes use a dictionary trained from the first large
+one (stored before any frame names it; a reader fetches it and checks it by its id); loose chunks never use one,
+so a backup's record reads without it. Copies written before compression or without a dictionary still read: a
+copy is good when what it decodes to hashes to its id.
 
 A remote passes the storage contract suites (:mod:`engram.testing`) like every local backend, so
 ``fsck``, the reachability walk and the sweep of :mod:`engram.maintenance` run on a remote as they do locally.
@@ -73,8 +72,7 @@ FULL_READ_SHARE = 0.25
 RANGE_GAP = 64 << 10
 #: Bytes of whole packs kept after a read: a walk asks for one pack's chunks over several batches.
 PACK_CACHE_BYTES = 128 << 20
-#: A remote's dictionary is at most this fraction of the first write it is trained from (it is stored once, and a
-#: small remote should not pay for a large one).
+#: A remote's dictionary is at most 1/DICT_SHARE of the write it is trained from: a small remote pays little.
 DICT_SHARE = 16
 #: Parallel requests of one read.
 READERS = 16
