@@ -10,7 +10,7 @@ Usage::
 A store of typical JSON memories (sentences of common words, tags, a user, a timestamp: ~330 bytes each) is backed
 up to the remote (default: a private SeaweedFS on loopback, see ``bench_ops.py``), then copied to two sibling
 remotes as earlier versions wrote it (the same packs and loose chunks: uncompressed, and one plain zstd frame per
-chunk without a dictionary). All three are restored (``--rounds`` times each, in turns; the fastest run counts)
+chunk without a dictionary). All three are restored (``--rounds`` times each, in rotating turns; the fastest run counts)
 into fresh stores. With ``--redis``, every chunk is cached through :class:`RedisChunkCache` (under a unique
 prefix, removed after) and ``MEMORY USAGE`` of each value is compared with the chunk cached as it is. Progress goes
 to stderr, a markdown table to stdout.
@@ -172,7 +172,8 @@ def run(items: int, url: str, folder: Path, redis_url: str | None = None, rounds
     if redis_url:
         results.update(_redis(redis_url, chunks))
     turns = (("before", old_url), ("plain", plain_url), ("after", url))
-    for label, which in turns * rounds:
+    order = [turns[(r + i) % len(turns)] for r in range(rounds) for i in range(len(turns))]  # each goes first too
+    for label, which in order:
         target = engram.open(str(folder / f"restore-{label}-{time.monotonic_ns()}"), embedder=None)
         fresh = open_remote(which)
         started = time.perf_counter()
