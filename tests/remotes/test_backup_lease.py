@@ -18,7 +18,8 @@ from engram.maintenance import iter_reachable
 from engram.ops.backup import PruneReport, create_backup, list_backups, prune_backups, verify_backup
 from engram.ops.remotes import open_remote
 from engram.ops.remotes.lease import acquire, hold_lease, release, renew
-from engram.ops.remotes.stores import BucketChunkStore, BucketRefStore, Remote
+from engram.ops.remotes.refstore import BucketRefStore
+from engram.ops.remotes.stores import BucketChunkStore, Remote
 from engram.store import Memory
 from engram.tree import NodeStore
 

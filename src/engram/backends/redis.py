@@ -4,8 +4,9 @@ Two wrappers, both optional and both safe to lose at any moment:
 
 - :class:`RedisChunkCache` caches chunks. Chunks are immutable and named by their hash, so a cached chunk
   is never stale: no TTL, no invalidation; Redis's own eviction (``maxmemory`` + ``allkeys-lru``) bounds it.
-  Values are zstd frames (:mod:`engram.backends.compression`); values cached uncompressed by older versions
-  still read.
+  Values are zstd frames (:mod:`engram.backends.compression`), with a dictionary trained from the first
+  chunks a cache stores (``engram:<repo>:d:<id>``, named by the frames; ``engram:<repo>:d:current`` says which
+  one writers use); values cached uncompressed or without a dictionary by older versions still read.
 - :class:`RedisRefCache` caches ref values for a short time (``ttl_ms``) and refreshes them on write.
   Compare-and-swap always runs on the inner store, so correctness never depends on Redis.
 
@@ -35,7 +36,15 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("engram's Redis cache needs redis-py: pip install 'engram[redis]'") from exc
 
 from engram.backends.base import ChunkStore, RefStore
-from engram.backends.compression import compress, decode, decompress
+from engram.backends.compression import (
+    TRAIN_MAX_BYTES,
+    Dictionary,
+    compress,
+    decode,
+    decompress,
+    frame_dictionary,
+    train,
+)
 from engram.backends.wrappers import ForwardingRefStore
 from engram.breakers import CircuitBreaker, CircuitOpenError, register, unregister
 from engram.errors import ConfigError, IntegrityError
@@ -50,6 +59,10 @@ T = TypeVar("T")
 
 #: Failures that mean "Redis cannot serve us now": fall through to the inner store.
 _FAILURES = (redis.exceptions.RedisError, OSError)
+
+#: Bytes of the first chunks a cache stores that it trains its dictionary from (held until then): with 1 MB typical
+#: JSON memories take 23 % of their bytes, with 256 KB 26 %.
+SAMPLE_BYTES = 1 << 20
 
 #: Keys per MGET / DEL and commands per pipeline, so no single command blocks Redis for long.
 _BATCH = 1000
@@ -267,6 +280,14 @@ class RedisChunkCache(ChunkStore):
         self.max_value_bytes = max_value_bytes
         self.verify = verify
         self._base = _key_base(prefix, repo) + "c:"
+        self._dict_base = _key_base(prefix, repo) + "d:"
+        self._dicts: dict[int, Dictionary] = {}  # read or trained, by id (good ones only; replaced, never changed)
+        self._writing: Dictionary | None = None  # the dictionary writes use
+        self._looked = False  # whether Redis was asked which dictionary writers use
+        self._samples: list[bytes] = []  # chunks stored before there is a dictionary, to train one from
+        self._sampled = 0
+        self._train_bytes = SAMPLE_BYTES  # samples to train from: doubles after each try that gave nothing
+        self._dict_lock = threading.Lock()
 
     def _key(self, cid: ChunkId) -> str:
         return self._base + cid.hex()
@@ -278,8 +299,11 @@ class RedisChunkCache(ChunkStore):
         found: dict[ChunkId, bytes] = {}
         cached = self.health.run(lambda r: self._mget(r, wanted))
         if cached is not None:
+            unknown = {frame_dictionary(stored) for stored in cached if stored is not None} - {0, *self._dicts}
+            if unknown:
+                self.health.run(lambda r: self._read_dicts(r, unknown))
             for cid, stored in zip(wanted, cached, strict=True):
-                data = None if stored is None else _cached_chunk(cid, stored, self.verify)
+                data = None if stored is None else _cached_chunk(cid, stored, self.verify, self._dicts)
                 if data is not None:
                     found[cid] = data
         missing = [cid for cid in wanted if cid not in found]
@@ -300,12 +324,73 @@ class RedisChunkCache(ChunkStore):
         if small:
             self.health.run(lambda r: self._set(r, small))
 
+    def _read_dicts(self, client: redis.Redis, ids: set[int]) -> None:
+        """Read the dictionaries ``ids`` (the frames of a read name them); a missing or damaged one is left out:
+        its values are misses, overwritten from the store."""
+        names = sorted(ids)
+        values = client.mget([f"{self._dict_base}{did:08x}" for did in names])
+        for did, data in zip(names, values, strict=True):
+            try:
+                if isinstance(data, bytes):
+                    self._dicts = {**self._dicts, did: Dictionary.load(data, did)}  # readers iterate it
+            except IntegrityError as exc:
+                log.warning("the Redis cache's dictionary %08x: %s", did, exc)
+
+    def _dictionary_for(self, client: redis.Redis, chunks: Sequence[tuple[ChunkId, bytes]]) -> Dictionary | None:
+        """The dictionary to cache ``chunks`` with: the one writers use (as Redis says, asked once), else, once
+        the chunks stored so far reach SAMPLE_BYTES, one trained from them (the first trained wins: a cache
+        that trained later adopts it); None until then. A try that gives no dictionary (chunks that do not
+        compress) is repeated with twice the samples, up to TRAIN_MAX_BYTES, then never again."""
+        with self._dict_lock:
+            if self._writing is not None:
+                return self._writing
+            current = self._dict_base + "current"
+            if not self._looked:
+                self._looked = True
+                self._writing = self._adopt(client, _bytes(client.get(current)))
+                if self._writing is not None:
+                    return self._writing
+            for _, data in chunks:
+                if self._sampled >= self._train_bytes:
+                    break
+                self._samples.append(data)
+                self._sampled += len(data)
+            if self._sampled < self._train_bytes:
+                return None
+            trained = train(self._samples)
+            self._samples, self._sampled = [], 0
+            if trained is None:
+                self._train_bytes = self._train_bytes * 2 if self._train_bytes < TRAIN_MAX_BYTES else 1 << 62
+                return None
+            self._dicts = {**self._dicts, trained.id: trained}
+            client.set(self._dict_base + trained.name, trained.data)
+            if client.set(current, trained.name.encode(), nx=True):
+                self._writing = trained
+            else:  # another cache trained one first
+                self._writing = self._adopt(client, _bytes(client.get(current))) or trained
+            return self._writing
+
+    def _adopt(self, client: redis.Redis, name: bytes | None) -> Dictionary | None:
+        try:
+            did = int(name or b"", 16)
+        except ValueError:
+            return None
+        if did not in self._dicts:
+            self._read_dicts(client, {did})
+        return self._dicts.get(did)
+
     def _set(self, client: redis.Redis, chunks: Sequence[tuple[ChunkId, bytes]]) -> None:
+        dictionary = self._dictionary_for(client, chunks)
         for i in range(0, len(chunks), _BATCH):
             pipe = client.pipeline(transaction=False)
+            if dictionary is not None:  # keeps it recently used (LRU), and says whether it was evicted
+                pipe.touch(self._dict_base + dictionary.name)
             for cid, data in chunks[i : i + _BATCH]:
-                pipe.set(self._key(cid), compress(data))  # no TTL: chunks never change; Redis evicts by LRU
-            pipe.execute()
+                pipe.set(self._key(cid), compress(data, dictionary))  # no TTL: chunks never change; LRU evicts
+            if dictionary is not None and not pipe.execute()[0]:
+                client.set(self._dict_base + dictionary.name, dictionary.data)
+            elif dictionary is None:
+                pipe.execute()
 
     def has_many(self, ids: Iterable[ChunkId]) -> set[ChunkId]:
         return self.inner.has_many(ids)
@@ -336,13 +421,19 @@ class RedisChunkCache(ChunkStore):
         self.health.close()
 
 
-def _cached_chunk(cid: ChunkId, stored: bytes, verify: bool) -> bytes | None:
+def _bytes(value: object) -> bytes | None:
+    return value if isinstance(value, bytes) else None
+
+
+def _cached_chunk(cid: ChunkId, stored: bytes, verify: bool, dicts: Mapping[int, Dictionary]) -> bytes | None:
     """A chunk from its cached value (a zstd frame, or the chunk itself as cached before compression), or None
-    when the value is not good: it then counts as a miss, and the read from the store overwrites it."""
+    when the value is not good (or its dictionary is not at hand): it then counts as a miss, and the read from
+    the store overwrites it."""
+    dictionary = dicts.get(frame_dictionary(stored))
     if verify:
-        return decode(cid, stored)
+        return decode(cid, stored, dictionary)
     try:
-        return decompress(stored)  # a frame's checksum still catches a damaged value
+        return decompress(stored, dictionary)  # a frame's checksum still catches a damaged value
     except IntegrityError:
         return None
 

@@ -23,7 +23,8 @@ from engram.errors import RefNotFoundError
 from engram.objects import Commit
 from engram.ops.remotes.buckets import open_bucket
 from engram.ops.remotes.config import REMOTES_REF, RemoteConfig, config_file, remote_config
-from engram.ops.remotes.stores import BucketChunkStore, BucketRefStore, Remote, open_remote
+from engram.ops.remotes.refstore import BucketRefStore
+from engram.ops.remotes.stores import BucketChunkStore, Remote, open_remote
 from engram.ops.remotes.sync import (
     SHARED,
     Progress,

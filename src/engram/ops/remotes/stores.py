@@ -5,12 +5,15 @@ Layout (the same in a folder and in S3)::
     packs/<40 hex>.pack                 many chunks back to back (a write of PACK_MIN chunks or more)
     packs/<40 hex>.idx                  its index: id, offset and length of each chunk, and the write time
     chunks/<first 2 hex>/<40 hex>       one object per chunk ("loose": a write of a few chunks)
+    dicts/<8 hex>                       a zstd dictionary trained from the remote's chunks, named by its id
     refs/<ref name, %-quoted>           a ref: the hex id it points at
     reflog/<20-digit ns>-<random>       one JSON object per ref change
 
 Each chunk is stored as one zstd frame (:mod:`engram.backends.compression`), loose or in a pack; offsets and
-lengths in a pack's index are those of the stored frames. Copies written before compression (the chunk's own
-bytes) still read: a copy is good when what it decodes to hashes to its id.
+lengths in a pack's index are those of the stored frames. Pack writes use a dictionary trained from the first large
+one (stored before any frame names it; a reader fetches it and checks it by its id); loose chunks never use one,
+so a backup's record reads without it. Copies written before compression or without a dictionary still read: a
+copy is good when what it decodes to hashes to its id.
 
 A remote passes the storage contract suites (:mod:`engram.testing`) like every local backend, so
 ``fsck``, the reachability walk and the sweep of :mod:`engram.maintenance` run on a remote as they do locally.
@@ -18,35 +21,40 @@ A remote passes the storage contract suites (:mod:`engram.testing`) like every l
 
 from __future__ import annotations
 
-import builtins
-import json
 import logging
-import os
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from urllib.parse import quote, unquote
 
-from engram.backends.base import ChunkStore, RefLogEntry, RefStore, now_ms
+from engram.backends.base import ChunkStore, now_ms
 from engram.backends.buckets import Bucket
-from engram.backends.compression import compress, decode
+from engram.backends.compression import (
+    DICT_BYTES,
+    TRAIN_MIN_BYTES,
+    Dictionary,
+    compress,
+    decode,
+    frame_dictionary,
+    train,
+)
 from engram.breakers import RetryPolicy
 from engram.errors import IntegrityError, StorageError
 from engram.hashing import ID_SIZE, ChunkId
 from engram.ops.remotes.buckets import open_bucket
 from engram.ops.remotes.packs import PACK_BYTES, PACKS, Pack, decode_index, make_packs, slice_pack
+from engram.ops.remotes.refstore import BucketRefStore
 from engram.runtime import Threads
 
 log = logging.getLogger("engram.remotes")
 
 CHUNKS = "chunks/"
+#: The compression dictionaries of the remote's chunks (:mod:`engram.backends.compression`).
+DICTS = "dicts/"
 #: Where packs whose index cannot be read are moved by :meth:`BucketChunkStore.quarantine_damaged`.
 DAMAGED = "damaged/"
-REFS = "refs/"
-REFLOG = "reflog/"
 #: Up to this many ids, ``has_many`` asks about each one (when no listing is at hand) instead of listing.
 HEAD_MAX = 8
 #: Seconds a listing of the remote's loose chunks and packs answers ``has_many`` for.
@@ -68,6 +76,8 @@ GUESS_BYTES = 64 << 20
 RANGE_GAP = 64 << 10
 #: Bytes of whole packs kept after a read: a walk asks for one pack's chunks over several batches.
 PACK_CACHE_BYTES = 128 << 20
+#: A remote's dictionary is at most 1/DICT_SHARE of the write it is trained from: a small remote pays little.
+DICT_SHARE = 16
 #: Parallel requests of one read.
 READERS = 16
 
@@ -110,6 +120,56 @@ class BucketChunkStore(ChunkStore):
         self._cache: OrderedDict[str, bytes] = OrderedDict()  # whole packs read lately
         self._cached = 0
         self._ranged: OrderedDict[str, int] = OrderedDict()  # packs read by byte range lately: how many times
+        self._dicts: dict[int, Dictionary | None] = {}  # dictionary id -> as read (None: missing or damaged)
+        self._writing: Dictionary | None = None  # the dictionary writes use
+        self._dicts_at = -LISTING_TTL  # when the remote was last searched for a dictionary to write with
+        self._trained_at = -LISTING_TTL  # when one was last trained (a failed try is not repeated at once)
+
+    def dictionary(self, did: int) -> Dictionary | None:
+        """The dictionary ``did`` of the remote (read once, checked against its id), or None when it is missing
+        or damaged (the frames that need it are then bad copies)."""
+        with self._listing:
+            if did in self._dicts:
+                return self._dicts[did]
+        key = f"{DICTS}{did:08x}"
+        data = self.bucket.get_many([key]).get(key)
+        found: Dictionary | None = None
+        try:
+            found = None if data is None else Dictionary.load(data, did)
+        except IntegrityError as exc:
+            log.warning("%s on the remote: %s", key, exc)
+        with self._listing:
+            self._dicts[did] = found
+        return found
+
+    def _dictionary_for(self, chunks: Mapping[ChunkId, bytes]) -> Dictionary | None:
+        """The dictionary to write ``chunks`` with: the one this store uses, else the newest good one on the remote
+        (looked for at most every LISTING_TTL seconds), else one trained from ``chunks`` when they are enough
+        (tried at most every LISTING_TTL seconds; stored before any frame uses it), else None."""
+        with self._listing:
+            if self._writing is not None:
+                return self._writing
+            now = time.monotonic()
+            if now - self._dicts_at >= LISTING_TTL:
+                self._dicts_at = now
+                keys = sorted(self.bucket.iter_keys(DICTS), key=lambda kw: kw[1], reverse=True)  # newest first
+                for key, _ in keys:
+                    try:
+                        did = int(key.removeprefix(DICTS), 16)
+                    except ValueError:
+                        continue
+                    if (found := self.dictionary(did)) is not None:
+                        self._writing = found
+                        return found
+            size = sum(len(data) for data in chunks.values())
+            if size < TRAIN_MIN_BYTES or now - self._trained_at < LISTING_TTL:
+                return None
+            self._trained_at = now
+            trained = train(chunks.values(), min(DICT_BYTES, size // DICT_SHARE))
+            if trained is not None:
+                self.bucket.put_many({DICTS + trained.name: trained.data})
+                self._dicts[trained.id] = self._writing = trained
+            return trained
 
     def _present(self) -> set[ChunkId]:
         """Every loose chunk id on the remote, from a listing at most LISTING_TTL seconds old (a listing is one
@@ -221,11 +281,14 @@ class BucketChunkStore(ChunkStore):
         bad: dict[ChunkId, set[str]],
     ) -> None:  # fmt: skip
         for cid, stored in read.items():
-            data = decode(cid, stored)
+            did = frame_dictionary(stored)
+            dictionary = self.dictionary(did) if did else None
+            data = decode(cid, stored, dictionary)
             if data is not None:
                 found[cid] = data
                 continue
-            bad.setdefault(cid, set()).add(places[cid])
+            where = {places[cid], f"{DICTS}{did:08x}"} if did and dictionary is None else {places[cid]}
+            bad.setdefault(cid, set()).update(where)
             with self._listing:
                 self._bad.setdefault(cid, set()).add(places[cid])
 
@@ -315,7 +378,9 @@ class BucketChunkStore(ChunkStore):
         return rest - self._present()
 
     def put_many(self, chunks: Mapping[ChunkId, bytes]) -> None:
-        items = [(cid, compress(data)) for cid, data in chunks.items()]  # ids stay the hash of the chunk itself
+        # packs only: a loose write (a backup's record, a push of a few chunks) reads even without the dictionary
+        dictionary = self._dictionary_for(chunks) if len(chunks) >= PACK_MIN else None
+        items = [(cid, compress(data, dictionary)) for cid, data in chunks.items()]  # ids: hash of the chunk itself
         if len(items) < PACK_MIN:
             self.bucket.put_many({chunk_key(cid): data for cid, data in items})
             with self._listing:
@@ -427,107 +492,6 @@ _READERS = Threads("engram-remote-read", READERS)  # owned by engram.runtime: cl
 def _readers() -> ThreadPoolExecutor:
     """The threads that read packs, shared by every remote of the process (started on first use)."""
     return _READERS.get()
-
-
-def _ref_key(name: str) -> str:
-    if not name or "\0" in name:
-        raise StorageError(f"invalid ref name {name!r}")
-    return REFS + quote(name, safe="")
-
-
-class BucketRefStore(RefStore):
-    """Refs as small objects changed by the bucket's compare-and-swap, each change logged as its own object."""
-
-    def __init__(self, bucket: Bucket) -> None:
-        self.bucket = bucket
-
-    def get(self, name: str) -> ChunkId | None:
-        found = self.bucket.read(_ref_key(name))
-        return None if found is None else _decode_ref(name, found[0])
-
-    def set(
-        self, name: str, new: ChunkId | None, expected: ChunkId | None, *, actor: str = "", reason: str = ""
-    ) -> bool:
-        key = _ref_key(name)
-        found = self.bucket.read(key)
-        current = None if found is None else _decode_ref(name, found[0])
-        if current != expected:
-            return False
-        data = None if new is None else (new.hex() + "\n").encode()
-        if not self.bucket.write_if(key, data, None if found is None else found[1]):
-            return False
-        entry = {"name": name, "old": _hex(expected), "new": _hex(new), "time": now_ms(), "actor": actor,
-                 "reason": reason}  # fmt: skip
-        self.bucket.put_many({f"{REFLOG}{_sequence()}-{os.urandom(6).hex()}": json.dumps(entry).encode()})
-        return True
-
-    def list(self, prefix: str = "") -> dict[str, ChunkId]:
-        keys = [key for key, _ in self.bucket.iter_keys(REFS + quote(prefix, safe=""))]
-        found = self.bucket.get_many(keys)
-        refs = {unquote(key[len(REFS) :]): data for key, data in found.items()}
-        return {name: _decode_ref(name, data) for name, data in sorted(refs.items()) if name.startswith(prefix)}
-
-    def _entries(self) -> builtins.list[tuple[str, RefLogEntry]]:
-        keys = [key for key, _ in self.bucket.iter_keys(REFLOG)]
-        found = self.bucket.get_many(keys)
-        entries = []
-        for key in keys:
-            if key not in found:
-                continue  # pruned meanwhile
-            body = json.loads(found[key])
-            entry = RefLogEntry(body["name"], _id(body["old"]), _id(body["new"]), body["time"], body["actor"],
-                                body["reason"])  # fmt: skip
-            entries.append((key, entry))
-        return entries  # oldest first: keys start with the time
-
-    def reflog(self, name: str | None = None, limit: int | None = None) -> builtins.list[RefLogEntry]:
-        entries = [entry for _, entry in reversed(self._entries()) if name is None or entry.name == name]
-        return entries if limit is None else entries[:limit]
-
-    def value_at(self, name: str, time_ms: int) -> ChunkId | None:
-        for entry in self.reflog(name):
-            if entry.time <= time_ms:
-                return entry.new
-        return None
-
-    def prune_reflog(self, before_ms: int) -> int:
-        newest: dict[str, str] = {}
-        entries = self._entries()
-        for key, entry in entries:
-            newest[entry.name] = key
-        doomed = [key for key, entry in entries if entry.time < before_ms and newest[entry.name] != key]
-        self.bucket.delete_many(doomed)
-        return len(doomed)
-
-
-_last_ns = 0
-_sequence_lock = threading.Lock()
-
-
-def _sequence() -> str:
-    """A reflog key's sortable part: wall-clock nanoseconds, strictly increasing within this process."""
-    global _last_ns
-    with _sequence_lock:
-        _last_ns = max(_last_ns + 1, time.time_ns())
-        return f"{_last_ns:020d}"
-
-
-def _hex(cid: ChunkId | None) -> str | None:
-    return None if cid is None else cid.hex()
-
-
-def _id(text: str | None) -> ChunkId | None:
-    return None if text is None else bytes.fromhex(text)
-
-
-def _decode_ref(name: str, data: bytes) -> ChunkId:
-    try:
-        cid = bytes.fromhex(data.decode().strip())
-    except (UnicodeDecodeError, ValueError):
-        raise StorageError(f"ref {name!r} on the remote is not a chunk id: {data[:60]!r}") from None
-    if len(cid) != ID_SIZE:
-        raise StorageError(f"ref {name!r} on the remote is not a chunk id: {data[:60]!r}")
-    return cid
 
 
 @dataclass
