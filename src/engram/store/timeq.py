@@ -334,7 +334,7 @@ def _part(text: str, part: str, span: tuple[int, int]) -> TimeWindow:
     length = end - start
     part = " ".join(part.lower().split()).removeprefix("the ")
     if part.endswith("half of"):
-        half = length // 2
+        half = length // DAY_MS // 2 * DAY_MS  # whole days
         return TimeWindow(text, start, start + half) if part.startswith("first") else TimeWindow(text, end - half, end)
     if part.endswith(("week of", "weekend of")):
         which = part.split()[0]
@@ -343,7 +343,7 @@ def _part(text: str, part: str, span: tuple[int, int]) -> TimeWindow:
         index = ("first", "second", "third", "fourth").index(which)
         lo = start + index * 7 * DAY_MS
         return TimeWindow(text, lo, min(end, lo + 7 * DAY_MS))
-    third = length // 3
+    third = length // DAY_MS // 3 * DAY_MS
     if part in ("beginning of", "start of", "early"):
         return TimeWindow(text, start, start + third)
     if part in ("middle of", "mid"):
