@@ -9,6 +9,10 @@ copied here: its licence is non-commercial); without it the script says so and e
 ``--context`` measures ``Memory.context`` instead: for each question, whether its evidence is inside the context
 block at ``--budget`` tokens (1,000 by default) versus inside the top-10 hits of the same hybrid search, and the
 p50 latency of each (``--questions N`` takes N questions spread evenly over the data set).
+
+``--when auto`` runs every mode and profile twice, without and with ``when="auto"`` (time expressions in the question
+favour turns of matching session dates; each question's reference time is its conversation's last session), and
+reports how many questions hold a time expression and what parsing costs per query.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import engram
+from engram.store.timeq import parse_time
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo10.json"
@@ -54,7 +59,7 @@ def load(path: Path, mem: engram.Memory) -> tuple[list[dict[str, Any]], dict[str
         known: set[str] = set()
         with mem.transaction(f"load {sample['sample_id']}") as tx:
             for name in sorted((k for k in conv if re.fullmatch(r"session_\d+", k)), key=lambda k: int(k[8:])):
-                date = conv.get(f"{name}_date_time", "")
+                date = last = conv.get(f"{name}_date_time", "")
                 for turn in conv[name]:
                     known.add(turn["dia_id"])
                     text = f"{turn['speaker']}: {turn['text']}"
@@ -69,7 +74,8 @@ def load(path: Path, mem: engram.Memory) -> tuple[list[dict[str, Any]], dict[str
             if not evidence:
                 dropped["questions_without_evidence"] += 1
                 continue
-            questions.append({"ns": ns, "q": qa["question"], "evidence": evidence, "category": qa["category"]})
+            questions.append({"ns": ns, "q": qa["question"], "evidence": evidence, "category": qa["category"],
+                              "reference": last})  # fmt: skip
     return questions, dropped
 
 
@@ -84,14 +90,18 @@ def metrics(ranked: list[str], relevant: set[str]) -> dict[str, float]:
     }
 
 
-def evaluate(mem: engram.Memory, questions: list[dict[str, Any]], mode: str, profile: str) -> dict[str, Any]:
-    """Run every question; return overall and per-category means and the median latency."""
+def evaluate(
+    mem: engram.Memory, questions: list[dict[str, Any]], mode: str, profile: str, when: str | None = None
+) -> dict[str, Any]:
+    """Run every question (with ``when``: its reference time is its conversation's last session); return overall
+    and per-category means and the median latency."""
     sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     counts: dict[str, int] = defaultdict(int)
     latencies: list[float] = []
     for item in questions:
         start = time.perf_counter()
-        results = mem.search(item["ns"], item["q"], limit=10, mode=mode, profile=profile)  # type: ignore[arg-type]
+        results = mem.search(item["ns"], item["q"], limit=10, mode=mode, profile=profile,  # type: ignore[arg-type]
+                             when=when, reference_time=item["reference"] if when else None)  # fmt: skip
         latencies.append(time.perf_counter() - start)
         scores = metrics([r.key for r in results], set(item["evidence"]))
         for group in ("all", CATEGORIES[item["category"]]):
@@ -100,7 +110,24 @@ def evaluate(mem: engram.Memory, questions: list[dict[str, Any]], mode: str, pro
                 sums[group][name] += value
     latencies.sort()
     table = {g: {m: v / counts[g] for m, v in sums[g].items()} | {"n": counts[g]} for g in sums}
-    return {"mode": mode, "profile": profile, "p50_ms": 1000 * latencies[len(latencies) // 2], "results": table}
+    label = profile if when is None else f"{profile}, when={when}"
+    return {"mode": mode, "profile": label, "p50_ms": 1000 * latencies[len(latencies) // 2], "results": table}
+
+
+def parse_cost(questions: list[dict[str, Any]]) -> dict[str, Any]:
+    """How many questions hold a time expression (per category), and the cost of parsing every question."""
+    found: dict[str, int] = defaultdict(int)
+    timings: list[float] = []
+    for item in questions:
+        start = time.perf_counter()
+        parsed = parse_time(item["q"], item["reference"])
+        timings.append(time.perf_counter() - start)
+        if parsed.windows:
+            for group in ("all", CATEGORIES[item["category"]]):
+                found[group] += 1
+    timings.sort()
+    at = {f"p{p}_ms": 1000 * timings[min(len(timings) - 1, len(timings) * p // 100)] for p in (50, 90, 99)}
+    return {"with_time_expression": dict(found), **at, "max_ms": 1000 * timings[-1]}
 
 
 def coverage(found: set[str], relevant: set[str]) -> dict[str, float]:
@@ -165,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--context", action="store_true", help="measure Memory.context against the top-10 hits")
     parser.add_argument("--budget", type=int, default=1000, help="the context's token budget (with --context)")
     parser.add_argument("--questions", type=int, default=None, help="only N questions, spread evenly")
+    parser.add_argument("--when", default=None, help="also run each search with this when= (e.g. auto)")
     args = parser.parse_args(argv)
     if not args.data.exists():
         print(f"LoCoMo data not found at {args.data}: skipping the retrieval benchmark.")
@@ -186,16 +214,24 @@ def main(argv: list[str] | None = None) -> int:
         out.write_text(json.dumps({"questions": len(questions), "dropped": dropped, "context": run}, indent=2))
         return 0
     runs = []
+    whens = (None, args.when) if args.when else (None,)
     for mode in args.modes.split(","):
-        for profile in args.profiles.split(",") if mode == "hybrid" else ["similarity"]:
-            run = evaluate(mem, questions, mode, profile)
+        for profile, when in ((p, w) for p in (args.profiles.split(",") if mode == "hybrid" else ["similarity"])
+                              for w in whens):  # fmt: skip
+            run = evaluate(mem, questions, mode, profile, when)
             runs.append(run)
             overall = run["results"]["all"]
-            print(f"{mode:>8} {profile:>10}: recall@5 {overall['recall@5']:.3f} recall@10 {overall['recall@10']:.3f} "
-                  f"nDCG@10 {overall['ndcg@10']:.3f}  p50 {run['p50_ms']:.1f} ms", file=sys.stderr)  # fmt: skip
+            print(f"{mode:>8} {run['profile']:>10}: recall@5 {overall['recall@5']:.3f} "
+                  f"recall@10 {overall['recall@10']:.3f} nDCG@10 {overall['ndcg@10']:.3f}  p50 {run['p50_ms']:.1f} ms",
+                  file=sys.stderr)  # fmt: skip
     print_table(runs)
+    cost = parse_cost(questions) if args.when else None
+    if cost is not None:
+        print(f"\ntime expressions: {cost['with_time_expression']}; parse per question p50 {cost['p50_ms']:.3f} ms, "
+              f"p90 {cost['p90_ms']:.3f} ms, p99 {cost['p99_ms']:.3f} ms, max {cost['max_ms']:.1f} ms")  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"questions": len(questions), "dropped": dropped, "runs": runs}, indent=2))
+    args.out.write_text(json.dumps({"questions": len(questions), "dropped": dropped, "runs": runs, "parse": cost},
+                                   indent=2))  # fmt: skip
     return 0
 
 

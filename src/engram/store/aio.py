@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Literal, TypeVar
 
@@ -25,7 +25,7 @@ from engram.store import _validate, context
 from engram.store.indexing import IndexLag
 from engram.store.item import CommitDetails, Item, ItemChange, MergeOutcome, SearchResults, Version
 from engram.store.memory import Memory
-from engram.store.operations import NOT_PROVIDED, GetOp, ListNamespacesOp, Mode, Op, PutOp, SearchOp
+from engram.store.operations import NOT_PROVIDED, GetOp, ListNamespacesOp, Mode, Op, PutOp, SearchOp, When
 from engram.store.ranking import Profile
 from engram.store.versioning import Ref, Strategy
 
@@ -252,15 +252,18 @@ class AsyncMemory:
         at: Ref | None = None,
         stats: CorpusStats | None = None,
         rerank: Reranker | str | None = None,
+        when: When = None,
+        reference_time: datetime | str | int | None = None,
     ) -> SearchResults:
         prefix = _validate.namespace(namespace_prefix, allow_empty=True)
         if at is not None:  # a past version: nothing to share a batch with
             return await self._run(  # type: ignore[no-any-return]
                 self.memory.search, prefix, query, filter=filter, limit=limit, offset=offset, mode=mode,
-                profile=profile, explain=explain, min_score=min_score, at=at, stats=stats, rerank=rerank,
+                profile=profile, explain=explain, min_score=min_score, at=at, stats=stats, rerank=rerank, when=when,
+                reference_time=reference_time,
             )  # fmt: skip
         op = SearchOp(prefix, query, filter, limit, offset, mode, profile, explain, min_score, refresh_ttl, stats,
-                      rerank=rerank)  # fmt: skip
+                      rerank=rerank, when=when, reference_time=reference_time)  # fmt: skip
         return (await self.abatch([op]))[0]  # type: ignore[no-any-return]
 
     @twin(Memory.list_namespaces)

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal
 
@@ -27,7 +28,17 @@ from engram.repo import Repository
 from engram.store import _validate, context
 from engram.store.indexing import IndexLag, IndexPool
 from engram.store.item import Item, SearchResults
-from engram.store.operations import NOT_PROVIDED, GetOp, ListNamespacesOp, Mode, Op, PutOp, SearchOp, TTLConfig
+from engram.store.operations import (
+    NOT_PROVIDED,
+    GetOp,
+    ListNamespacesOp,
+    Mode,
+    Op,
+    PutOp,
+    SearchOp,
+    TTLConfig,
+    When,
+)  # fmt: skip
 from engram.store.ranking import Profile
 from engram.store.reader import Reader
 from engram.store.versioning import Ref, Versioned, item_conflicts
@@ -214,13 +225,16 @@ class Memory(Reader, Versioned):
         at: Ref | None = None,
         stats: CorpusStats | None = None,
         rerank: Reranker | str | None = None,
+        when: When = None,
+        reference_time: datetime | str | int | None = None,
     ) -> SearchResults:
         """Search this branch's head, or the version ``at`` names (see :meth:`Reader.search`)."""
         if at is not None:
             started = time.perf_counter()
             past = self.at(at).search(
                 namespace_prefix, query, filter=filter, limit=limit, offset=offset, mode=mode, profile=profile,
-                explain=explain, min_score=min_score, stats=stats, rerank=rerank,
+                explain=explain, min_score=min_score, stats=stats, rerank=rerank, when=when,
+                reference_time=reference_time,
             )  # fmt: skip
             observe.search_done(past.mode, time.perf_counter() - started)  # metrics
             return past
@@ -237,6 +251,8 @@ class Memory(Reader, Versioned):
             refresh_ttl,
             stats,
             rerank=rerank,
+            when=when,
+            reference_time=reference_time,
         )
         return self.batch([op])[0]  # type: ignore[no-any-return]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal, TypedDict
 
 from engram.embed.rerank import Reranker
@@ -11,6 +12,8 @@ from engram.index.corpus import CorpusStats
 from engram.store.ranking import Profile
 
 Mode = Literal["hybrid", "semantic", "keyword"]
+#: A search's ``when``: ``"auto"``, ``"off"``, a time expression, or a ``(start, end)`` range (engram.store.timerank).
+When = str | tuple[datetime | None, datetime | None] | None
 
 
 class _NotProvided:
@@ -81,6 +84,11 @@ class SearchOp:
     #: A second stage: a reranker (or its spec, ``onnx:<dir>``) rescoring the first stage's top candidates
     #: (:mod:`engram.store.rerank`).
     rerank: Reranker | str | None = None
+    #: Questions about time (:mod:`engram.store.timerank`): ``"auto"`` parses the query's time expressions,
+    #: a string is an expression to use instead, ``(start, end)`` datetimes a range; None or ``"off"``: none.
+    when: When = None
+    #: The question's own date, which relative expressions ("last Tuesday") count from (None: now).
+    reference_time: datetime | str | int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from engram import codec
@@ -15,11 +16,11 @@ from engram.hashing import ChunkId
 from engram.index.corpus import CorpusStats
 from engram.objects import Record, decode_record
 from engram.repo import Repository
-from engram.store import _validate, context, rerank
+from engram.store import _validate, context, rerank, timerank
 from engram.store import system as sysns
 from engram.store.indexing import IndexPool
 from engram.store.item import Item, SearchResults
-from engram.store.operations import Mode, SearchOp
+from engram.store.operations import Mode, SearchOp, When
 from engram.store.querycache import for_pool
 from engram.store.ranking import Profile
 from engram.tree import count, get, iter_entries
@@ -60,6 +61,8 @@ class Reader:
         min_score: float | None = None,
         stats: CorpusStats | None = None,
         rerank: Reranker | str | None = None,
+        when: When = None,
+        reference_time: datetime | str | int | None = None,
     ) -> SearchResults:
         """Find items under ``namespace_prefix`` by meaning and keywords, filtered and ranked.
 
@@ -70,11 +73,14 @@ class Reader:
         score to every result. ``stats`` is for callers fanning a search out over several repositories: keyword
         scores use these statistics (the sum of every repository's :meth:`corpus_stats`) instead of this one's.
         ``rerank`` (a :class:`~engram.embed.rerank.Reranker`, or a spec such as ``"onnx:<dir>"``) rescores the
-        first stage's top candidates with a cross-encoder (:mod:`engram.store.rerank`).
+        first stage's top candidates with a cross-encoder (:mod:`engram.store.rerank`). ``when="auto"`` favours
+        items whose time matches the query's time expressions ("in May 2023", "last Tuesday"), counted from
+        ``reference_time`` (the question's own date; now by default), and keeps only those inside a range the
+        query states; ``when`` may also be an expression or a ``(start, end)`` range (:mod:`engram.store.timerank`).
         """
         prefix = _validate.namespace(namespace_prefix, allow_empty=True)
         request = SearchOp(prefix, query, filter, limit, offset, mode, profile, explain, min_score, stats=stats,
-                           rerank=rerank)  # fmt: skip
+                           rerank=rerank, when=when, reference_time=reference_time)  # fmt: skip
         return self._run_search(request)
 
     def context(
@@ -127,8 +133,14 @@ class Reader:
             cache, context = cached
             return cache.search(root, op, now_ms(), run, context)
 
-        reranks = request.rerank is not None and request.query is not None and paged
-        found = rerank.run(request, first, pool.fields) if reranks else first(request)
+        def staged(op: SearchOp) -> SearchResults:
+            reranks = op.rerank is not None and op.query is not None and paged
+            return rerank.run(op, first, pool.fields) if reranks else first(op)
+
+        timed = request.when is not None and request.when != "off"
+        if timed:
+            timerank.check(request.when, request.reference_time, request.query)
+        found = timerank.run(request, staged) if timed and paged else staged(request)
         return found.page(offset, limit) if paged else found
 
     def corpus_stats(self, query: str) -> CorpusStats:

@@ -1,0 +1,186 @@
+"""Questions about time: ``search(..., when=...)`` favours items whose time matches, filters by a stated range,
+explains both, and answers the same on every engine."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import pytest
+
+import engram
+from engram import Memory
+from engram.errors import InvalidInputError
+from engram.store import timerank
+from engram.store.item import SearchItem
+from engram.store.timeq import DAY_MS, TimeWindow, to_ms
+
+NS = ("trips",)
+REFERENCE = "2023-10-20"
+#: One hiking memory a month, May to September 2023, the same words each; "e" has no date field.
+DATED = {
+    "a": ("Went hiking in the hills with Sam", "1:56 pm on 8 May, 2023"),
+    "b": ("Went hiking in the hills with Sam", "2023-06-12"),
+    "c": ("Went hiking in the hills with Sam", "12 July, 2023"),
+    "d": ("Went hiking in the hills with Sam", "2023-08-20T09:00:00Z"),
+}
+
+
+def fill(mem: Memory) -> None:
+    with mem.transaction("trips") as tx:
+        for key, (text, date) in DATED.items():
+            tx.put(NS, key, {"text": text, "date": date}, index=["text"])
+        tx.put(NS, "e", {"text": "Went hiking in the hills with Sam"})  # its time is its created_at: now
+        tx.put(NS, "f", {"text": "Baked bread", "date": "2023-07-13"}, index=["text"])
+    mem.flush_index()
+
+
+def keys(results: list[SearchItem]) -> list[str]:
+    return [item.key for item in results]
+
+
+def test_when_auto_favours_the_item_of_the_named_month_on_every_engine(smem: Memory) -> None:
+    fill(smem)
+    plain = smem.search(NS, "hiking in the hills in July 2023")
+    assert keys(plain)[:5] == ["a", "b", "c", "d", "e"]  # equal scores: by key
+    timed = smem.search(NS, "hiking in the hills in July 2023", when="auto", reference_time=REFERENCE)
+    assert keys(timed)[0] == "c"
+    assert timed[0].score == pytest.approx(plain[2].score + timerank.TIME_WEIGHT)
+    # the next best are the nearest months: August 20 (19 days after the window) before June 12 (19 days before)
+    assert keys(timed)[1:3] == ["b", "d"]
+    assert timed[1].score == pytest.approx(plain[1].score + timerank.TIME_WEIGHT * 0.5 ** (19 / 7))
+    assert "f" not in keys(timed)[:5]  # the right date is no match for other words
+
+
+def test_relative_expressions_count_from_reference_time(smem: Memory) -> None:
+    fill(smem)
+    june = smem.search(NS, "hiking yesterday", when="auto", reference_time="2023-06-13T10:00:00Z")
+    assert keys(june)[0] == "b"
+    may = smem.search(NS, "hiking yesterday", when="auto", reference_time=datetime(2023, 5, 9, tzinfo=UTC))
+    assert keys(may)[0] == "a"
+
+
+def test_a_stated_range_filters(smem: Memory) -> None:
+    fill(smem)
+    found = smem.search(NS, "hiking between June 1 and July 31 2023", when="auto", reference_time=REFERENCE)
+    assert keys(found) == ["b", "c"]
+    since = smem.search(NS, "hiking since August 2023", when="auto", reference_time=REFERENCE)
+    assert keys(since) == ["d", "e"]  # e's created_at is now
+    given = smem.search(NS, "hiking", when=(datetime(2023, 5, 1), datetime(2023, 6, 30)))
+    assert keys(given) == ["a", "b"]
+    assert given[0].score == pytest.approx(smem.search(NS, "hiking")[0].score)  # a range filters, never boosts
+
+
+def test_when_as_an_expression_replaces_the_query_own(smem: Memory) -> None:
+    fill(smem)
+    found = smem.search(NS, "hiking in the hills", when="in May 2023", reference_time=REFERENCE)
+    assert keys(found)[0] == "a"
+
+
+def test_a_query_without_a_time_expression_runs_as_without_when(smem: Memory) -> None:
+    fill(smem)
+    plain = smem.search(NS, "hiking with Sam", explain=True)
+    timed = smem.search(NS, "hiking with Sam", when="auto", explain=True)
+    assert [(i.key, i.score, i.explain) for i in timed] == [(i.key, i.score, i.explain) for i in plain]
+
+
+def test_explain_shows_the_window_the_item_time_and_the_boost(smem: Memory) -> None:
+    fill(smem)
+    top = smem.search(NS, "hiking in July 2023", when="auto", reference_time=REFERENCE, explain=True)[0]
+    assert top.key == "c" and top.explain is not None
+    shown = top.explain["time"]
+    assert shown["windows"] == [
+        {"text": "in July 2023", "start": "2023-07-01T00:00:00Z", "end": "2023-08-01T00:00:00Z", "range": False}
+    ]
+    assert shown["item_time"] == "2023-07-12T00:00:00Z" and shown["reference"] == "2023-10-20T00:00:00Z"
+    assert shown["match"] == 1.0 and shown["boost"] == pytest.approx(timerank.TIME_WEIGHT)
+    assert top.explain["components"]["time"] == pytest.approx(timerank.TIME_WEIGHT)
+    assert sum(top.explain["components"].values()) == pytest.approx(top.score)
+    assert "time = " in top.explain["formula"]
+
+
+def test_pages_and_min_score_apply_after_the_time_boost(smem: Memory) -> None:
+    fill(smem)
+    query = {"when": "auto", "reference_time": REFERENCE}
+    whole = keys(smem.search(NS, "hiking in July 2023", limit=10, **query))  # type: ignore[arg-type]
+    first = smem.search(NS, "hiking in July 2023", limit=2, **query)  # type: ignore[arg-type]
+    second = smem.search(NS, "hiking in July 2023", limit=2, offset=2, **query)  # type: ignore[arg-type]
+    assert keys(first) + keys(second) == whole[:4] and first.has_more
+    best = smem.search(NS, "hiking in July 2023", limit=1, **query)[0].score  # type: ignore[arg-type]
+    assert best is not None
+    assert keys(smem.search(NS, "hiking in July 2023", min_score=best, **query)) == ["c"]  # type: ignore[arg-type]
+
+
+def test_the_candidate_window_widens_until_the_page_is_exact() -> None:
+    with engram.open(":memory:", embedder="hashing:64") as mem, mem.transaction("many") as tx:
+        for n in range(40):  # the best keyword matches, all dated May
+            tx.put(NS, f"k{n:02d}", {"text": "hiking hiking hiking hills", "date": "2023-05-10"})
+        tx.put(NS, "z", {"text": "hiking", "date": "2023-07-10"})  # a weak match from July
+    mem.flush_index()
+    old = timerank.CANDIDATES
+    timerank.CANDIDATES = 4  # a window far smaller than the ranked candidates
+    try:
+        found = mem.search(NS, "hiking in July 2023", mode="keyword", when="auto", reference_time=REFERENCE, limit=3)
+    finally:
+        timerank.CANDIDATES = old
+    expected = mem.search(NS, "hiking in July 2023", mode="keyword", when="auto", reference_time=REFERENCE, limit=3)
+    assert [(i.key, i.score) for i in found] == [(i.key, i.score) for i in expected]
+
+
+def test_item_time_reads_fields_in_order_then_created_at() -> None:
+    created = datetime(2024, 1, 2, tzinfo=UTC)
+
+    def item(value: dict[str, object]) -> SearchItem:
+        return SearchItem(namespace=NS, key="k", value=value, created_at=created, updated_at=created)
+
+    assert timerank.item_time_ms(item({"date": "8 May 2023", "time": "2020-01-01"})) == to_ms(datetime(2023, 5, 8))
+    assert timerank.item_time_ms(item({"date": "not a date", "time": "2020-01-01"})) == to_ms(datetime(2020, 1, 1))
+    assert timerank.item_time_ms(item({"timestamp": 1_700_000_000})) == 1_700_000_000_000  # seconds
+    assert timerank.item_time_ms(item({"timestamp": 1_700_000_000_123})) == 1_700_000_000_123  # milliseconds
+    assert timerank.item_time_ms(item({"text": "x"})) == to_ms(created)
+
+
+def test_match_is_one_inside_and_halves_every_half_life_outside() -> None:
+    window = TimeWindow("w", 10 * DAY_MS, 20 * DAY_MS)
+    assert timerank.match(15 * DAY_MS, window) == 1.0
+    assert timerank.match(20 * DAY_MS + int(timerank.HALF_LIFE_DAYS * DAY_MS), window) == pytest.approx(0.5)
+    assert timerank.match(10 * DAY_MS - int(2 * timerank.HALF_LIFE_DAYS * DAY_MS), window) == pytest.approx(0.25)
+    assert timerank.match(0, TimeWindow("open", None, DAY_MS, True)) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"when": 5}, "when must be"),
+        ({"when": (datetime(2023, 1, 1),)}, "two datetimes"),
+        ({"when": (None, None)}, "two datetimes"),
+        ({"when": "auto", "reference_time": "whenever"}, "not a date"),
+        ({"when": "sometime soon"}, "not a time expression"),
+    ],
+)
+def test_bad_when_is_refused_clearly(options: dict[str, object], message: str) -> None:
+    with engram.open(":memory:", embedder="hashing:64") as mem:
+        mem.put(NS, "a", {"text": "hiking"})
+        with pytest.raises(InvalidInputError, match=message):
+            mem.search(NS, "hiking", **options)  # type: ignore[arg-type]
+        with pytest.raises(InvalidInputError, match="needs a query"):
+            mem.search(NS, when="auto")
+
+
+def test_async_twin_and_past_versions_take_when() -> None:
+    with engram.open(":memory:", embedder="hashing:64") as mem:
+        fill(mem)
+        head = mem.log()[0].id
+        mem.delete(NS, "c")
+        past = mem.search(NS, "hiking in July 2023", when="auto", reference_time=REFERENCE, at=head)
+        assert keys(past)[0] == "c"
+
+        async def run() -> list[str]:
+            amem = await engram.aopen(":memory:", embedder="hashing:64")
+            await amem.aput(NS, "x", {"text": "hiking", "date": "2023-07-02"}, index=["text"])
+            await amem.aput(NS, "y", {"text": "hiking", "date": "2023-03-02"}, index=["text"])
+            found = await amem.asearch(NS, "hiking in March 2023", when="auto", reference_time=REFERENCE)
+            await amem.aclose()
+            return keys(found)
+
+        assert asyncio.run(run()) == ["y", "x"]
