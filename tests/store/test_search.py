@@ -5,12 +5,14 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import pytest
 
 import engram
+from engram import clock
 from engram.embed import HashingEmbedder
 from engram.errors import EmbedderError
 from engram.repo import Repository
@@ -180,13 +182,15 @@ def test_index_fields_choose_searchable_text(smem: Memory) -> None:
 
 
 def test_ttl_expires_hides_and_sweeps(smem: Memory) -> None:
-    smem.put(NS, "short", {"text": "ephemeral"}, ttl=0.001)  # 60 ms
-    smem.put(NS, "long", {"text": "ephemeral too"}, ttl=60)
-    assert smem.get(NS, "short", refresh_ttl=False) is not None
-    time.sleep(0.1)
-    assert smem.get(NS, "short") is None
-    assert keys(smem.search(NS, "ephemeral", mode="keyword")) == ["long"]
-    assert smem.sweep_expired() == 1
+    # A simulated clock: on a loaded machine the writes alone can outlast a 60 ms TTL in real time.
+    with clock.simulated(datetime.now(UTC)) as sim:
+        smem.put(NS, "short", {"text": "ephemeral"}, ttl=0.001)  # 60 ms
+        smem.put(NS, "long", {"text": "ephemeral too"}, ttl=60)
+        assert smem.get(NS, "short", refresh_ttl=False) is not None
+        sim.advance(milliseconds=100)
+        assert smem.get(NS, "short") is None
+        assert keys(smem.search(NS, "ephemeral", mode="keyword")) == ["long"]
+        assert smem.sweep_expired() == 1
     assert smem.head.message == "ttl: sweep 1 expired"
     with pytest.raises(engram.InvalidInputError, match="ttl"):
         smem.put(NS, "bad", {"x": 1}, ttl=-5)
