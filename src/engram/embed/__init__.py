@@ -45,9 +45,7 @@ __all__ = [
 ]
 
 _OPENAI_SPEC = re.compile(r"openai:(?P<model>[^@]+)@(?P<base_url>https?://.+)")
-SPEC_FORMS = (
-    '"minilm", "mpnet", "hashing", "hashing:<dim>", "onnx:<model directory>" or "openai:<model>@<base_url>"'
-)
+SPEC_FORMS = '"minilm", "mpnet", "hashing", "hashing:<dim>", "onnx:<model directory>" or "openai:<model>@<base_url>"'
 
 
 def default_embedder() -> Embedder:
