@@ -115,7 +115,7 @@ def _on(memory: Memory, branch: str | None, author: str | None = None) -> Memory
 def memory_search(
     memory: Memory, *, namespace: list[str], query: str | None = None, filter: dict[str, Any] | None = None,
     limit: int, offset: int, mode: Mode | None = None, profile: str, explain: bool, min_score: float | None = None,
-    at: str | None = None, rerank: Reranker | None = None,
+    at: str | None = None, rerank: Reranker | None,
 ) -> dict[str, Any]:  # fmt: skip
     """Find memories by meaning and keywords under a namespace prefix, filtered and ranked (best first).
 
