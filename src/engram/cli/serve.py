@@ -88,6 +88,8 @@ def _config(ctx: click.Context, keys_file: Path | None, max_body: int = MiB, **e
               help="A read replica (PostgreSQL standby) of the store; repeatable (see docs/scaling.md).")  # fmt: skip
 @click.option("--replica-max-lag", default=10.0, show_default=True, type=click.FloatRange(0), metavar="SECONDS",
               help="Reads without a token skip a replica lagging more than this.")  # fmt: skip
+@click.option("--rerank", envvar="ENGRAM_RERANK", metavar="onnx:DIR[@K]",
+              help="ONNX cross-encoder for searches asking for rerank (top K candidates, default 50).")  # fmt: skip
 @click.option("--channel-max-content", type=click.IntRange(1), metavar="CHARS",
               help="Longest message or note content the channels accept (default: the library's, 32,000).")  # fmt: skip
 @click.pass_context
@@ -96,7 +98,7 @@ def serve(
     ctx: click.Context, /, host: str, port: int, keys_file: Path | None, max_body: int, max_tenants: int,
     index_delay: float, no_background_index: bool, writer_traces: Path | None, header_timeout: float, log_level: str,
     backup_every: float | None, backup_remote: str, shard_catalog: str | None, replicas: tuple[str, ...],
-    replica_max_lag: float, channel_max_content: int | None, **writer: Any,
+    replica_max_lag: float, channel_max_content: int | None, rerank: str | None, **writer: Any,
 ) -> None:  # fmt: skip
     """Serve the HTTP API: LangGraph's store routes, /v1 versioning routes, docs at /docs."""
     import uvicorn
@@ -112,6 +114,7 @@ def serve(
                      **writer)  # fmt: skip
     config.replicas, config.replica_max_lag = replicas, replica_max_lag  # read replicas
     config.channel_max_content = channel_max_content
+    config.rerank = rerank
     app = create_app(config)
     app.state.engram.tenants.probe()  # open the store now: a bad --store fails here, with one line
     app.state.engram.tenants.backups()  # and a bad --backup-remote too

@@ -20,6 +20,7 @@ import re
 from engram.embed.base import Embedder, EmbedderMismatchError, Vectors, embedder_spec, normalize_rows
 from engram.embed.hashing import HashingEmbedder
 from engram.embed.minilm import MiniLMEmbedder
+from engram.embed.mpnet import MpnetEmbedder
 from engram.embed.onnxmodel import OnnxEmbedder
 from engram.embed.openai import OpenAIEmbedder
 from engram.embed.rerank import OnnxReranker, Reranker, reranker_from_spec
@@ -30,6 +31,7 @@ __all__ = [
     "EmbedderMismatchError",
     "HashingEmbedder",
     "MiniLMEmbedder",
+    "MpnetEmbedder",
     "OnnxEmbedder",
     "OnnxReranker",
     "OpenAIEmbedder",
@@ -43,7 +45,7 @@ __all__ = [
 ]
 
 _OPENAI_SPEC = re.compile(r"openai:(?P<model>[^@]+)@(?P<base_url>https?://.+)")
-SPEC_FORMS = '"minilm", "hashing", "hashing:<dim>", "onnx:<model directory>" or "openai:<model>@<base_url>"'
+SPEC_FORMS = '"minilm", "mpnet", "hashing", "hashing:<dim>", "onnx:<model directory>" or "openai:<model>@<base_url>"'
 
 
 def default_embedder() -> Embedder:
@@ -59,7 +61,8 @@ def default_embedder() -> Embedder:
 def embedder_from_spec(spec: str, *, api_key: str | None = None) -> Embedder:
     """Make an embedder from a short spec string, as found in a config file or on a command line.
 
-    Forms: ``minilm``; ``hashing`` or ``hashing:<dim>``; ``onnx:<dir>``, any local sentence-transformers-style
+    Forms: ``minilm``; ``mpnet``, all-mpnet-base-v2 from its optional PyPI parts (:class:`MpnetEmbedder`);
+    ``hashing`` or ``hashing:<dim>``; ``onnx:<dir>``, any local sentence-transformers-style
     ONNX model (:class:`OnnxEmbedder`); ``openai:<model>@<base_url>``, e.g.
     ``openai:nomic-embed-text@http://localhost:11434/v1`` (``api_key`` is sent to that server).
 
@@ -70,6 +73,8 @@ def embedder_from_spec(spec: str, *, api_key: str | None = None) -> Embedder:
     name, colon, argument = spec.strip().partition(":")
     if name == "minilm" and not colon:
         return MiniLMEmbedder()
+    if name == "mpnet" and not colon:
+        return MpnetEmbedder()
     if name == "hashing":
         if not colon:
             return HashingEmbedder()

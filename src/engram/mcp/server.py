@@ -31,6 +31,7 @@ from engram.mcp.registry import Registry, Tool, join
 from engram.mcp.tools import MEMORY_TOOLS
 from engram.mcp.writer_tools import WRITER_TOOLS
 from engram.ops.access import LOCAL, KeyRing, Principal, authenticate, key_from_headers
+from engram.ops.rerankers import requested_reranker
 from engram.ops.services import TenantServices, WriterFactory, default_writer
 from engram.ops.tenants import TenantPool
 from engram.store import Memory
@@ -82,11 +83,13 @@ async def call_tool(
     arguments: dict[str, Any],
     who: Principal = LOCAL,
     services: TenantServices | None = None,
+    rerank: str | None = None,
 ) -> types.CallToolResult:
     """Check ``arguments`` against tool ``name``'s schema and the caller's access (scope, namespace prefix), run
     it on a worker thread, and shape the result. ``who`` is the authenticated caller (over HTTP with API keys);
     ``memory`` is their tenant's store and ``services`` its services (channels, the writer), which the channel
-    and writer tools act through with the caller's handle (None: built for this call)."""
+    and writer tools act through with the caller's handle (None: built for this call). ``rerank`` is the operator's
+    reranker spec: a tool's ``rerank: true`` runs it, and is refused without one."""
     tool = TOOLS.get(name)
     if tool is None:
         return _failure("UnknownTool", f"no tool {name!r}; the tools are: {', '.join(TOOLS)}")
@@ -95,6 +98,8 @@ async def call_tool(
         return _failure("InvalidArguments", problem)
     try:
         args = {**tool.defaults, **arguments}
+        if "rerank" in args:  # a client asks for the operator's reranker; it never names one
+            args["rerank"] = requested_reranker(rerank, args["rerank"])
         if who is not LOCAL:
             who.require(tool.scope)
             args = tool.guard(who, args) if tool.guard is not None else args
@@ -137,11 +142,16 @@ class KeyedAccess:
 
 
 def build_server(
-    memory: Memory | None = None, *, access: KeyedAccess | None = None, writer: WriterFactory = default_writer
+    memory: Memory | None = None,
+    *,
+    access: KeyedAccess | None = None,
+    writer: WriterFactory = default_writer,
+    rerank: str | None = None,
 ) -> Server[Any]:
     """An MCP server (the SDK's low-level :class:`~mcp.server.Server`) whose tools act on ``memory``, or with
     ``access`` on the store of the tenant each request's API key names. ``writer`` builds the memory writer of
-    ``memory`` (with ``access``, the tenant pool's ``writer`` factory does): the door's writer settings.
+    ``memory`` (with ``access``, the tenant pool's ``writer`` factory does): the door's writer settings. ``rerank``
+    is the operator's reranker (``onnx:<dir>[@<top_k>]``) that ``memory_search`` runs when a call asks for it.
 
     Writes go to the handle's branch unless a tool call names another; run it with :func:`serve_stdio`,
     :func:`serve_http`, or in-process with ``mcp.Client(server)``.
@@ -164,7 +174,7 @@ def build_server(
 
     async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         if memory is not None:
-            return await call_tool(memory, params.name, params.arguments or {}, services=served)
+            return await call_tool(memory, params.name, params.arguments or {}, services=served, rerank=rerank)
         assert access is not None
         try:
             who = authenticate(access.keyring, _request_secret(ctx))
@@ -173,7 +183,7 @@ def build_server(
             return _failure(type(exc).__name__, str(exc))
         try:  # the tenant's services live with its store in the pool, closed when it is evicted or closed
             services = access.tenants.services(who.tenant, tenant)
-            return await call_tool(tenant, params.name, params.arguments or {}, who, services)
+            return await call_tool(tenant, params.name, params.arguments or {}, who, services, rerank)
         finally:
             access.tenants.release(who.tenant, tenant)
 

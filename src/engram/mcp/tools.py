@@ -12,6 +12,7 @@ from __future__ import annotations
 from itertools import islice
 from typing import Any, Literal
 
+from engram.embed.rerank import Reranker
 from engram.mcp.registry import (
     AT,
     AUTHOR,
@@ -104,11 +105,17 @@ def _on(memory: Memory, branch: str | None, author: str | None = None) -> Memory
     explain={"type": "boolean", "default": False, "description": "Add each signal's score to every result."},
     min_score={"type": "number", "description": "Leave out results scoring below this."},
     at=AT,
+    rerank={
+        "type": "boolean",
+        "default": False,
+        "description": "Rerank the top candidates with the server's cross-encoder (slower, often better); an "
+        "error when the server has none.",
+    },
 )
 def memory_search(
     memory: Memory, *, namespace: list[str], query: str | None = None, filter: dict[str, Any] | None = None,
     limit: int, offset: int, mode: Mode | None = None, profile: str, explain: bool, min_score: float | None = None,
-    at: str | None = None,
+    at: str | None = None, rerank: Reranker | None,
 ) -> dict[str, Any]:  # fmt: skip
     """Find memories by meaning and keywords under a namespace prefix, filtered and ranked (best first).
 
@@ -119,7 +126,7 @@ def memory_search(
     """
     results = memory.search(
         namespace, query, filter=filter, limit=limit, offset=offset, mode=mode, profile=profile, explain=explain,
-        min_score=min_score, at=at,
+        min_score=min_score, at=at, rerank=rerank,
     )  # fmt: skip
     items = [item_json(item) for item in results]
     return {"mode": results.mode, "requested_mode": results.requested_mode, "degraded": results.degraded,

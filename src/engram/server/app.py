@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from fastapi import APIRouter, FastAPI
 
 from engram.ops.access import KeyRing
+from engram.ops.rerankers import operator_reranker
 from engram.server import browse, channels, items, lookup, ops, ui, versions, writer
 from engram.server.config import ServerConfig, Tenants
 from engram.server.consistency import ConsistencyHeaders, ReplicaRouter
@@ -36,6 +37,7 @@ def _flat(app: FastAPI, routes: APIRouter) -> None:
 def create_app(config: ServerConfig | None = None) -> FastAPI:
     """Build the HTTP API app for ``config`` (see :class:`ServerConfig`)."""
     config = config or ServerConfig()
+    operator_reranker(config.rerank)  # a bad --rerank fails here, before the first search
     keyring = KeyRing(config.keys_path())
     local = not keyring.keys() if config.require_keys is None else not config.require_keys
     state = State(config, keyring, Tenants(config, local))

@@ -71,6 +71,8 @@ class ServerConfig:
             in its URL) and the seconds one may lag before reads skip it (engram.server.consistency).
         channel_max_content: the longest message or note content the channels service accepts, in characters
             (None: the library's default, see :class:`~engram.channels.Channels`).
+        rerank: the operator's reranker (``onnx:<dir>`` or ``onnx:<dir>@<top_k>``): a search asking for
+            ``rerank`` runs it (:mod:`engram.ops.rerankers`); None: such a search is refused (422).
         breakers: circuit breaker settings by kind of dependency (``postgresql``, ``redis``, ``embedder``,
             ``model``, ``s3``), e.g. ``{"embedder": {"failure_threshold": 3, "reset_timeout": 10}}``; applied to
             the whole process when the server starts (:func:`engram.breakers.configure`).
@@ -105,6 +107,7 @@ class ServerConfig:
     replica_max_lag: float = 10.0
     breakers: dict[str, dict[str, Any]] | None = None
     channel_max_content: int | None = None
+    rerank: str | None = None
 
     def __post_init__(self) -> None:
         self.writer_config()  # a writer setting out of range fails when the server is configured, not at a run

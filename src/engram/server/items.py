@@ -10,6 +10,7 @@ from fastapi import APIRouter, Query, Response
 from fastapi.responses import JSONResponse
 
 from engram.errors import ItemNotFoundError
+from engram.ops.rerankers import requested_reranker
 from engram.server import schemas as s
 from engram.server.deps import (
     AtQuery,
@@ -37,10 +38,11 @@ routes = APIRouter(prefix="/v1", tags=["versioned"], route_class=StrictRoute)
 
 def _search(caller: Caller, body: s.SearchItems, branch: str | None = None) -> Callable[[], SearchResults]:
     prefix = caller.who.narrow(body.namespace_prefix) or ()
+    rerank = requested_reranker(caller.tenants.config.rerank, getattr(body, "rerank", False))
     return lambda: caller.on(branch).search(
         prefix, body.query, filter=body.filter, limit=body.limit, offset=body.offset, mode=body.mode,
         profile=body.ranking(), explain=body.explain, min_score=body.min_score, refresh_ttl=body.refresh_ttl,
-        at=body.at,
+        at=body.at, rerank=rerank,
     )  # fmt: skip
 
 

@@ -141,9 +141,14 @@ class WriteItem(PutItem):
 
 
 class SearchV1(SearchItems):
-    """``POST /v1/search``: a LangGraph search on a branch."""
+    """``POST /v1/search``: a LangGraph search on a branch, optionally reranked."""
 
     branch: str | None = None
+    rerank: bool = Field(
+        False,
+        description="rerank the first stage's top candidates with the server's cross-encoder (422 when its "
+        "operator configured none: engram serve --rerank)",
+    )
 
 
 class ContextV1(_Body):
