@@ -171,8 +171,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--context", action="store_true", help="measure Memory.context against the top-10 hits")
     parser.add_argument("--budget", type=int, default=1000, help="the context's token budget (with --context)")
     parser.add_argument("--questions", type=int, default=None, help="only N questions, spread evenly")
-    parser.add_argument("--fields", choices=["text", "default"], default="text",
-                        help="index the turns' text field only (as before), or store them with the default fields")
+    parser.add_argument(
+        "--fields",
+        choices=["text", "default"],
+        default="text",
+        help="index the turns' text field only (as before), or store them with the default fields",
+    )
     parser.add_argument("--chats", action="store_true", help="also the generated data set (memory_chats.py)")
     parser.add_argument("--cv", action="store_true", help="cross-validate the fusion weights (retrieval_cv.py)")
     parser.add_argument("--grid", default="0.5:0.9:0.05", help="keyword weights tried by --cv (start:stop:step)")

@@ -33,8 +33,14 @@ NAMES = ["Max", "Luna", "Biscuit", "Pepper", "Nala", "Otis", "Mochi", "Juniper",
 PEOPLE = ["Priya", "Tomasz", "Amara", "Diego", "Ingrid", "Kenji", "Fatima", "Lucas", "Olga", "Samir", "Elena", "Noah"]
 BREEDS = ["golden retriever", "border collie", "dachshund", "corgi", "greyhound", "shiba inu", "poodle", "husky"]
 CITIES = ["Lisbon", "Denver", "Montreal", "Edinburgh", "Osaka", "Melbourne", "Austin", "Copenhagen", "Valencia"]
-JOBS = [("data analyst", "a logistics firm"), ("nurse", "the children's hospital"), ("architect", "a small studio"),
-        ("teacher", "a primary school"), ("product designer", "a fintech startup"), ("paramedic", "the city")]  # fmt: skip
+JOBS = [
+    ("data analyst", "a logistics firm"),
+    ("nurse", "the children's hospital"),
+    ("architect", "a small studio"),
+    ("teacher", "a primary school"),
+    ("product designer", "a fintech startup"),
+    ("paramedic", "the city"),
+]
 HOBBIES = ["pottery", "salsa dancing", "rock climbing", "watercolour painting", "woodworking", "fencing"]
 ALLERGENS = ["peanuts", "shellfish", "sesame", "gluten", "kiwi", "dairy"]
 CARS = ["a used Honda Civic", "an electric Kia", "a Subaru Outback", "a Vespa scooter", "a Volvo estate"]
@@ -66,46 +72,78 @@ def _facts(rng: random.Random) -> list[Fact]:
     hobby, other_hobby = rng.sample(HOBBIES, 2)
     breed, other_breed = rng.sample(BREEDS, 2)
     return [
-        Fact([f"Quick aside, we adopted a {breed} puppy last weekend and named her {pet}."],
-             [("What is my dog called?", "paraphrase"), ("What breed is my puppy?", "lexical")],
-             [f"My colleague {colleague} brought her {other_breed}, {other_pet}, to the office today.",
-              "Can you write a thank-you card for my dog walker?"]),
-        Fact([f"I just accepted an offer to work as a {job} at {employer}.",
-              f"Update on the career front: I left {employer} and I'm freelancing now."],
-             [("What do I do for a living these days?", "update"), ("Which job offer did I accept?", "lexical")],
-             [f"My friend {friend} keeps asking whether her company is hiring."]),
-        Fact([f"Big news, we are relocating to {city} in the spring.",
-              f"Change of plans: the move to {city} fell through, we're heading to {city2} instead."],
-             [("Which city am I moving to?", "update"), ("Where will I be living after the spring?", "update")],
-             [f"Can you suggest a weekend itinerary for a trip to {rng.choice(CITIES)}?"]),
-        Fact([f"I signed up for {hobby} classes on Thursday evenings."],
-             [("What do I do on Thursday nights?", "lexical"), ("Which new pastime did I take up?", "paraphrase")],
-             [f"{friend} wants me to try {other_hobby} with her some time."]),
-        Fact([f"Just so you know, I'm allergic to {rng.choice(ALLERGENS)}."],
-             [("What ingredients should recipes for me leave out?", "paraphrase"),
-              ("What am I allergic to?", "lexical")],
-             ["Can you suggest a quick dinner recipe for tonight?"]),
-        Fact([f"My sister {sister} is getting married in {rng.choice(MONTHS)}."],
-             [("When is my sibling's wedding?", "paraphrase"), ("Who is getting married in my family?", "lexical")],
-             [f"I'm invited to {colleague}'s wedding but I don't know what to wear."]),
-        Fact([f"I finally sold my old car and bought {rng.choice(CARS)}."],
-             [("What do I drive now?", "paraphrase"), ("Which car did I buy?", "lexical")],
-             ["My car needs an oil change, how often should that happen?"]),
-        Fact([f"I've been practising {rng.choice(LANGUAGES)} on an app every morning before work."],
-             [("Which language am I learning?", "paraphrase"), ("What do I practise every morning?", "lexical")],
-             []),
-        Fact([f"Our book club picked {rng.choice(BOOKS)} for this month, I'm halfway through it."],
-             [("Which novel is my reading group on?", "paraphrase"), ("What did my book club pick?", "lexical")],
-             ["Can you recommend a book for a long flight?"]),
-        Fact([f"I started taking {rng.choice(INSTRUMENTS)} lessons with a teacher near my flat."],
-             [("What instrument am I learning to play?", "paraphrase"), ("What lessons did I start?", "lexical")],
-             []),
-        Fact([f"I'm a huge {rng.choice(TEAMS)} fan, I never miss a game."],
-             [("Which team do I support?", "paraphrase"), ("Whose games do I never miss?", "lexical")],
-             [f"{colleague} supports {rng.choice(TEAMS)}, we argue about it every Monday."]),
-        Fact([f"Every morning I need my {rng.choice(DRINKS)} before I can think straight."],
-             [("What do I drink to wake up?", "paraphrase"), ("What do I need every morning?", "lexical")],
-             []),
+        Fact(
+            [f"Quick aside, we adopted a {breed} puppy last weekend and named her {pet}."],
+            [("What is my dog called?", "paraphrase"), ("What breed is my puppy?", "lexical")],
+            [
+                f"My colleague {colleague} brought her {other_breed}, {other_pet}, to the office today.",
+                "Can you write a thank-you card for my dog walker?",
+            ],
+        ),
+        Fact(
+            [
+                f"I just accepted an offer to work as a {job} at {employer}.",
+                f"Update on the career front: I left {employer} and I'm freelancing now.",
+            ],
+            [("What do I do for a living these days?", "update"), ("Which job offer did I accept?", "lexical")],
+            [f"My friend {friend} keeps asking whether her company is hiring."],
+        ),
+        Fact(
+            [
+                f"Big news, we are relocating to {city} in the spring.",
+                f"Change of plans: the move to {city} fell through, we're heading to {city2} instead.",
+            ],
+            [("Which city am I moving to?", "update"), ("Where will I be living after the spring?", "update")],
+            [f"Can you suggest a weekend itinerary for a trip to {rng.choice(CITIES)}?"],
+        ),
+        Fact(
+            [f"I signed up for {hobby} classes on Thursday evenings."],
+            [("What do I do on Thursday nights?", "lexical"), ("Which new pastime did I take up?", "paraphrase")],
+            [f"{friend} wants me to try {other_hobby} with her some time."],
+        ),
+        Fact(
+            [f"Just so you know, I'm allergic to {rng.choice(ALLERGENS)}."],
+            [
+                ("What ingredients should recipes for me leave out?", "paraphrase"),
+                ("What am I allergic to?", "lexical"),
+            ],
+            ["Can you suggest a quick dinner recipe for tonight?"],
+        ),
+        Fact(
+            [f"My sister {sister} is getting married in {rng.choice(MONTHS)}."],
+            [("When is my sibling's wedding?", "paraphrase"), ("Who is getting married in my family?", "lexical")],
+            [f"I'm invited to {colleague}'s wedding but I don't know what to wear."],
+        ),
+        Fact(
+            [f"I finally sold my old car and bought {rng.choice(CARS)}."],
+            [("What do I drive now?", "paraphrase"), ("Which car did I buy?", "lexical")],
+            ["My car needs an oil change, how often should that happen?"],
+        ),
+        Fact(
+            [f"I've been practising {rng.choice(LANGUAGES)} on an app every morning before work."],
+            [("Which language am I learning?", "paraphrase"), ("What do I practise every morning?", "lexical")],
+            [],
+        ),
+        Fact(
+            [f"Our book club picked {rng.choice(BOOKS)} for this month, I'm halfway through it."],
+            [("Which novel is my reading group on?", "paraphrase"), ("What did my book club pick?", "lexical")],
+            ["Can you recommend a book for a long flight?"],
+        ),
+        Fact(
+            [f"I started taking {rng.choice(INSTRUMENTS)} lessons with a teacher near my flat."],
+            [("What instrument am I learning to play?", "paraphrase"), ("What lessons did I start?", "lexical")],
+            [],
+        ),
+        Fact(
+            [f"I'm a huge {rng.choice(TEAMS)} fan, I never miss a game."],
+            [("Which team do I support?", "paraphrase"), ("Whose games do I never miss?", "lexical")],
+            [f"{colleague} supports {rng.choice(TEAMS)}, we argue about it every Monday."],
+        ),
+        Fact(
+            [f"Every morning I need my {rng.choice(DRINKS)} before I can think straight."],
+            [("What do I drink to wake up?", "paraphrase"), ("What do I need every morning?", "lexical")],
+            [],
+        ),
     ]
 
 
@@ -186,7 +224,7 @@ def generate(users: int = 20, seed: int = 7, sessions: int = 24) -> list[dict[st
                 if rng.random() < 0.4:
                     turns.append(("user", rng.choice(SMALL_TALK)))
             mine = [p for p in placed if p[0] == s - 1]
-            for _, text, fact, n in mine:
+            for _, text, _fact, _n in mine:
                 turns.insert(rng.randrange(0, len(turns) + 1), ("user", text))
             session = []
             for t, (speaker, text) in enumerate(turns, 1):
@@ -197,7 +235,8 @@ def generate(users: int = 20, seed: int = 7, sessions: int = 24) -> list[dict[st
                         evidence.setdefault(id(fact), []).append(dia)
             conv[f"session_{s}"] = session
             when = start + timedelta(days=9 * (s - 1), hours=rng.randint(0, 9))
-            conv[f"session_{s}_date_time"] = f"{when:%-I:%M} {when:%p}".lower() + f" on {when.day} {when:%B}, {when.year}"
+            clock = f"{when:%-I:%M} {when:%p}".lower()
+            conv[f"session_{s}_date_time"] = f"{clock} on {when.day} {when:%B}, {when.year}"  # LoCoMo's form
         qa = []
         for fact in facts:
             found = evidence.get(id(fact), [])

@@ -32,7 +32,7 @@ def parse_grid(text: str) -> list[float]:
     """``"0.5:0.9:0.05"`` (start, stop, step; both ends included) or ``"0.6,0.7,0.8"``."""
     if ":" in text:
         start, stop, step = (float(x) for x in text.split(":"))
-        count = int(round((stop - start) / step)) + 1
+        count = round((stop - start) / step) + 1
         return [round(start + i * step, 4) for i in range(count)]
     return [float(x) for x in text.split(",")]
 
@@ -75,6 +75,7 @@ def folds_of(questions: list[dict[str, Any]], k: int) -> list[set[tuple[str, ...
 def _best(scores: dict[float, list[dict[str, float]]], keep: list[int]) -> float:
     """The weight whose questions at positions ``keep`` have the best mean recall@10 (then nDCG@10; then the
     larger keyword weight, the one that was already the default)."""
+
     def key(w: float) -> tuple[float, float, float]:
         rows = [scores[w][i] for i in keep]
         return (round(_mean(rows, "recall@10"), 6), round(_mean(rows, "ndcg@10"), 6), w)
@@ -142,8 +143,10 @@ def report(runs: dict[str, dict[float, list[dict[str, float]]]], folds: list[dic
     print("\n| data | k | fold | questions | weight chosen on the other folds | held-out recall@10 | held-out nDCG@10 "
           f"| held-out recall@10 at the pick ({pick:.2f}) |\n" + "|---" * 8 + "|")  # fmt: skip
     for f in folds:
-        print(f"| {f['data']} | {f['k']} | {f['fold']} | {f['questions']} | {f['chosen']:.2f} | "
-              f"{f['test']['recall@10']:.3f} | {f['test']['ndcg@10']:.3f} | {f['every'][pick]['recall@10']:.3f} |")
+        print(
+            f"| {f['data']} | {f['k']} | {f['fold']} | {f['questions']} | {f['chosen']:.2f} | "
+            f"{f['test']['recall@10']:.3f} | {f['test']['ndcg@10']:.3f} | {f['every'][pick]['recall@10']:.3f} |"
+        )
     print("\n| data | k | cross-validated recall@10 | cross-validated nDCG@10 |\n|---|---|---|---|")
     for name in names:
         for k in sorted({f["k"] for f in folds}):

@@ -24,8 +24,8 @@ from engram.errors import ConfigError, RefNotFoundError
 from engram.hashing import ChunkId
 from engram.index.cache import VectorCache
 from engram.index.doclist import make_doc
-from engram.index.embedtext import EMBED_TEXT_VERSION
 from engram.index.docs import PACK_AFTER, SCOPE_EXACT, DocIndex, Phases
+from engram.index.embedtext import EMBED_TEXT_VERSION
 from engram.index.engine import Overlay
 from engram.index.keyword import OverlayStats
 from engram.repo import Repository
