@@ -190,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     questions, dropped = load(args.data, mem, fields)
     mem.search(("locomo",), "warm up")  # builds the index and embeds every turn
+    mem.flush_index()  # the background indexer's last vectors too: no question is asked of a partial index
     print(f"loaded and indexed {mem.count()} turns in {time.perf_counter() - start:.1f} s; "
           f"{len(questions)} questions with evidence; {dropped}", file=sys.stderr)  # fmt: skip
     if args.questions is not None and 0 < args.questions < len(questions):
@@ -200,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         chats = engram.open(":memory:", embedder=args.embedder)
         extra["chats"] = (chats, load(memory_chats.generate(), chats, fields)[0])
         chats.search(("locomo",), "warm up")
+        chats.flush_index()
     if args.cv:
         stores = {"locomo": (mem, questions), **extra}
         folds = [int(k) for k in args.cv_folds.split(",")]
