@@ -181,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cv", action="store_true", help="cross-validate the fusion weights (retrieval_cv.py)")
     parser.add_argument("--grid", default="0.5:0.9:0.05", help="keyword weights tried by --cv (start:stop:step)")
     parser.add_argument("--cv-folds", default="2,5", help="fold counts of --cv, split by conversation")
+    parser.add_argument("--cv-latency", default=None, help="with --cv: p50 of the hybrid search at these keyword "
+                        "weights (e.g. 0.8,0.6), interleaved question by question")  # fmt: skip
     args = parser.parse_args(argv)
     fields = ("text",) if args.fields == "text" else None
     if not args.data.exists():
@@ -207,6 +209,12 @@ def main(argv: list[str] | None = None) -> int:
         folds = [int(k) for k in args.cv_folds.split(",")]
         found = retrieval_cv.run(stores, retrieval_cv.parse_grid(args.grid), folds, metrics,
                                  lambda line: print(line, file=sys.stderr))  # fmt: skip
+        if args.cv_latency:
+            timed = retrieval_cv.paired_latency(mem, questions, [float(w) for w in args.cv_latency.split(",")])
+            found["latency_p50_ms"] = {str(w): ms for w, ms in timed.items()}
+            print("\n| keyword / semantic | LoCoMo hybrid search p50 (interleaved) |\n|---|---|")
+            for w, ms in timed.items():
+                print(f"| {w:.2f} / {1 - w:.2f} | {ms:.1f} ms |")
         out = args.out.with_name("retrieval_cv.json") if args.out.name == "retrieval.json" else args.out
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(found, indent=2))

@@ -4,8 +4,8 @@ The keyword index reads every string leaf at the index fields (:func:`engram.ind
 an id is worth matching word for word. The embedder gets less. When an item is indexed with the store's default
 fields (``$``, the whole value) and its value has a memory text (a non-empty string in its ``text``, ``content`` or
 ``memory`` field, the first one found in that order), only that string is embedded: dates, session names, ids
-and scores beside it are noise to a sentence embedder (on LoCoMo they cost about a point of recall@10; see
-docs/search.md, "What is embedded"). Everything else is embedded as it is indexed:
+and scores beside it are mostly noise to a sentence embedder, and the keyword index matches them better
+(measured in docs/search.md, "What is embedded"). Everything else is embedded as it is indexed:
 
 - an item put with its own ``index=[...]`` fields: the text at those fields (the caller chose);
 - a store opened with other ``index_fields`` than ``$``: the text at those fields;
