@@ -27,6 +27,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import memory_chats
+import retrieval_cv
+
 import engram
 from engram.store.timeq import parse_time
 
@@ -48,9 +51,12 @@ def repair(evidence: list[str], known: set[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def load(path: Path, mem: engram.Memory) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """Store every turn as a memory; return the questions with repaired evidence and what was dropped."""
-    data = json.loads(path.read_text())
+def load(
+    path: Path | list[dict[str, Any]], mem: engram.Memory, fields: tuple[str, ...] | None = ("text",)
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Store every turn as a memory; return the questions with repaired evidence and what was dropped.
+    ``fields``: the memories' index fields (None: the store's default, the whole value)."""
+    data = json.loads(path.read_text()) if isinstance(path, Path) else path
     questions: list[dict[str, Any]] = []
     dropped = {"questions_without_evidence": 0, "evidence_ids_repaired": 0, "evidence_ids_dropped": 0}
     for sample in data:
@@ -65,7 +71,7 @@ def load(path: Path, mem: engram.Memory) -> tuple[list[dict[str, Any]], dict[str
                     text = f"{turn['speaker']}: {turn['text']}"
                     if turn.get("blip_caption"):
                         text += f" [shares a photo: {turn['blip_caption']}]"
-                    tx.put(ns, turn["dia_id"], {"text": text, "session": name, "date": date}, index=["text"])
+                    tx.put(ns, turn["dia_id"], {"text": text, "session": name, "date": date}, index=fields)
         for qa in sample["qa"]:
             evidence = repair(qa.get("evidence", []), known)
             exact = [e for e in qa.get("evidence", []) if e in known]
@@ -104,7 +110,7 @@ def evaluate(
                              when=when, reference_time=item["reference"] if when else None)  # fmt: skip
         latencies.append(time.perf_counter() - start)
         scores = metrics([r.key for r in results], set(item["evidence"]))
-        for group in ("all", CATEGORIES[item["category"]]):
+        for group in ("all", CATEGORIES.get(item["category"], item["category"])):
             counts[group] += 1
             for name, value in scores.items():
                 sums[group][name] += value
@@ -193,19 +199,54 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=1000, help="the context's token budget (with --context)")
     parser.add_argument("--questions", type=int, default=None, help="only N questions, spread evenly")
     parser.add_argument("--when", default=None, help="also run each search with this when= (e.g. auto)")
+    parser.add_argument(
+        "--fields",
+        choices=["text", "default"],
+        default="text",
+        help="index the turns' text field only (as before), or store them with the default fields",
+    )
+    parser.add_argument("--chats", action="store_true", help="also the generated data set (memory_chats.py)")
+    parser.add_argument("--cv", action="store_true", help="cross-validate the fusion weights (retrieval_cv.py)")
+    parser.add_argument("--grid", default="0.5:0.9:0.05", help="keyword weights tried by --cv (start:stop:step)")
+    parser.add_argument("--cv-folds", default="2,5", help="fold counts of --cv, split by conversation")
+    parser.add_argument("--cv-latency", default=None, help="with --cv: p50 of the hybrid search at these keyword "
+                        "weights (e.g. 0.8,0.6), interleaved question by question")  # fmt: skip
     args = parser.parse_args(argv)
+    fields = ("text",) if args.fields == "text" else None
     if not args.data.exists():
         print(f"LoCoMo data not found at {args.data}: skipping the retrieval benchmark.")
         return 0
     mem = engram.open(":memory:", embedder=args.embedder)
     start = time.perf_counter()
-    questions, dropped = load(args.data, mem)
+    questions, dropped = load(args.data, mem, fields)
     mem.search(("locomo",), "warm up")  # builds the index and embeds every turn
+    mem.flush_index()  # the background indexer's last vectors too: no question is asked of a partial index
     print(f"loaded and indexed {mem.count()} turns in {time.perf_counter() - start:.1f} s; "
           f"{len(questions)} questions with evidence; {dropped}", file=sys.stderr)  # fmt: skip
     if args.questions is not None and 0 < args.questions < len(questions):
         step = len(questions) / args.questions
         questions = [questions[int(i * step)] for i in range(args.questions)]
+    extra = {}
+    if args.chats:  # the generated data set, in a store of its own
+        chats = engram.open(":memory:", embedder=args.embedder)
+        extra["chats"] = (chats, load(memory_chats.generate(), chats, fields)[0])
+        chats.search(("locomo",), "warm up")
+        chats.flush_index()
+    if args.cv:
+        stores = {"locomo": (mem, questions), **extra}
+        folds = [int(k) for k in args.cv_folds.split(",")]
+        found = retrieval_cv.run(stores, retrieval_cv.parse_grid(args.grid), folds, metrics,
+                                 lambda line: print(line, file=sys.stderr))  # fmt: skip
+        if args.cv_latency:
+            timed = retrieval_cv.paired_latency(mem, questions, [float(w) for w in args.cv_latency.split(",")])
+            found["latency_p50_ms"] = {str(w): ms for w, ms in timed.items()}
+            print("\n| keyword / semantic | LoCoMo hybrid search p50 (interleaved) |\n|---|---|")
+            for w, ms in timed.items():
+                print(f"| {w:.2f} / {1 - w:.2f} | {ms:.1f} ms |")
+        out = args.out.with_name("retrieval_cv.json") if args.out.name == "retrieval.json" else args.out
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(found, indent=2))
+        return 0
     if args.context:
         run = evaluate_context(mem, questions, args.budget)
         print_context_table(run)
@@ -220,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
                               for w in whens):  # fmt: skip
             run = evaluate(mem, questions, mode, profile, when)
             runs.append(run)
+            for name, (other, asked) in extra.items():
+                runs.append(evaluate(other, asked, mode, profile) | {"mode": f"{mode} [{name}]"})
             overall = run["results"]["all"]
             print(f"{mode:>8} {run['profile']:>10}: recall@5 {overall['recall@5']:.3f} "
                   f"recall@10 {overall['recall@10']:.3f} nDCG@10 {overall['ndcg@10']:.3f}  p50 {run['p50_ms']:.1f} ms",
@@ -244,7 +287,7 @@ def print_table(runs: list[dict[str, Any]]) -> None:
               f"{r['ndcg@10']:.3f} | {run['p50_ms']:.1f} |")  # fmt: skip
     print("\n| mode | profile | category | n | recall@10 | nDCG@10 |\n|---|---|---|---|---|---|")
     for run in runs:
-        for group in CATEGORIES.values():
+        for group in (*CATEGORIES.values(), *memory_chats.KINDS):
             r = run["results"].get(group)
             if r:
                 print(f"| {run['mode']} | {run['profile']} | {group} | {r['n']} | {r['recall@10']:.3f} | "

@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from engram import codec
 from engram.index import text as analysis
+from engram.index.embedtext import embedded_text
 from engram.index.paths import document_text
 from engram.objects import Record, decode_record
 
@@ -33,6 +34,8 @@ class Doc:
     text: str
     terms: list[str]
     data: bytes
+    #: The text its vector embeds (:mod:`engram.index.embedtext`: by default the memory's text only).
+    vector_text: str = ""
 
     @property
     def indexed(self) -> bool:
@@ -59,7 +62,8 @@ def make_doc(key: bytes, data: bytes, fields: Sequence[str]) -> Doc:
     if chosen is False:
         return Doc(key, namespace, item_key, record, "", [], data)
     text = document_text(record.value, chosen if isinstance(chosen, list) else fields)
-    return Doc(key, namespace, item_key, record, text, analysis.terms(text), data)
+    vector_text = embedded_text(record.value, chosen, fields, text)
+    return Doc(key, namespace, item_key, record, text, analysis.terms(text), data, vector_text)
 
 
 class DocList:

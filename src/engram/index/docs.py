@@ -28,6 +28,7 @@ from engram.index import text as analysis
 from engram.index.ann import Graph
 from engram.index.cache import MemoryVectorCache, QueryVectors, VectorCache, embed_through, text_hash
 from engram.index.doclist import Doc, DocList, SlotMap, confidence_of, make_doc
+from engram.index.embedtext import embedded_text
 from engram.index.keyword import KeywordIndex
 from engram.index.paths import document_text
 from engram.index.scopes import SortedNamespaces
@@ -253,7 +254,7 @@ class DocIndex:
                 flat += terms
                 lengths.append(len(terms))
                 slots.append(i)
-                hashes.append(text_hash(text))
+                hashes.append(text_hash(embedded_text(record.value, chosen, self.fields, text)))
         self.alive[start : len(self.docs)] = True
         self.indexed[slots] = True
         self.keyword.add_flat(slots, flat, lengths)
@@ -298,7 +299,7 @@ class DocIndex:
             for slot, doc in zip(slots, chosen, strict=True):
                 self.keyword.add(slot, doc.terms)
         if self.vectors is not None and slots:
-            hashes = b"".join([text_hash(d.text) for d in chosen])
+            hashes = b"".join([text_hash(d.vector_text) for d in chosen])
             self.hashes[slots] = np.frombuffer(hashes, dtype=np.uint8).reshape(-1, 32)
             self.pending.update(slots)
 
@@ -427,7 +428,7 @@ class DocIndex:
             if deadline is not None and time.monotonic() >= deadline:
                 return False
             part = slots[lo : lo + step]
-            texts = [doc.text if (doc := self.docs[s]) is not None else "" for s in part.tolist()]
+            texts = [doc.vector_text if (doc := self.docs[s]) is not None else "" for s in part.tolist()]
             try:
                 vectors = self.vectors_for(texts)
             except EmbedderError as exc:
@@ -449,7 +450,7 @@ class DocIndex:
             if not self.pending:
                 return False
             slots = list(itertools.islice(self.pending, size))
-            texts = [doc.text if (doc := self.docs[s]) is not None else "" for s in slots]
+            texts = [doc.vector_text if (doc := self.docs[s]) is not None else "" for s in slots]
             generation = self._generation
         try:
             vectors = self.vectors_for(texts)

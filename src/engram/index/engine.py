@@ -64,7 +64,7 @@ class Overlay:
             rows = np.zeros((len(self.docs), index.vectors.dim), dtype=np.float32)
             chosen = [j for j, d in enumerate(self.docs) if d.indexed]
             if chosen:
-                rows[chosen] = stored(np.stack(index.vectors_for([self.docs[j].text for j in chosen])))
+                rows[chosen] = stored(np.stack(index.vectors_for([self.docs[j].vector_text for j in chosen])))
             self._vectors = rows
         return self._vectors
 

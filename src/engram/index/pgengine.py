@@ -228,12 +228,12 @@ class PgEngine:
         if self.embedder is None or not wanted:
             return out, None
         if not embed:
-            hashes = {i: text_hash(docs[i].text) for i in wanted}
+            hashes = {i: text_hash(docs[i].vector_text) for i in wanted}
             found = self.cache.get_many(self.model, set(hashes.values()))
             for i, h in hashes.items():
                 out[i] = as_array(found[h]) if h in found else None
             return out, None
-        texts = [docs[i].text for i in wanted]
+        texts = [docs[i].vector_text for i in wanted]
         try:
             if deferred is not None and self._cache_in_transaction:
                 vectors = self._embed(texts, deferred)

@@ -546,7 +546,7 @@ class PgQuery:
         out = np.zeros(len(extra))
         if wanted:
             try:
-                vectors = embed_through(self.s.embedder, self.s.cache, [extra[j].text for j in wanted])
+                vectors = embed_through(self.s.embedder, self.s.cache, [extra[j].vector_text for j in wanted])
             except EmbedderError:
                 return out
             rows = self._run(

@@ -25,6 +25,7 @@ from engram.hashing import ChunkId
 from engram.index.cache import VectorCache
 from engram.index.doclist import make_doc
 from engram.index.docs import PACK_AFTER, SCOPE_EXACT, DocIndex, Phases
+from engram.index.embedtext import EMBED_TEXT_VERSION
 from engram.index.engine import Overlay
 from engram.index.keyword import OverlayStats
 from engram.repo import Repository
@@ -253,7 +254,8 @@ class IndexPool:
         if self.snapshots is None:
             return None
         model = self.embedder.model_id if self.embedder is not None else ""
-        name = hashlib.blake2b(f"{branch}\0{self.fields}\0{model}".encode(), digest_size=10).hexdigest()
+        key = f"{branch}\0{self.fields}\0{model}\0{EMBED_TEXT_VERSION}"  # what is embedded: a new version re-embeds
+        name = hashlib.blake2b(key.encode(), digest_size=10).hexdigest()
         return self.snapshots / f"{name}.idx"
 
     def _restore(self, branch: str) -> DocIndex | None:

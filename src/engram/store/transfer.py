@@ -36,6 +36,7 @@ from engram import codec
 from engram.errors import ConflictError, InvalidInputError
 from engram.hashing import ChunkId
 from engram.index.cache import MemoryVectorCache, VectorCache, embed_through, text_hash
+from engram.index.embedtext import embedded_text
 from engram.index.paths import document_text
 from engram.objects import Commit, Record, decode_record, encode_commit, encode_record
 from engram.repo import HEADS, TAGS, Repository
@@ -82,7 +83,7 @@ def export_items(
         vectors: list[list[float] | None] = [None] * len(records)
         if embedder is not None:
             wanted = [(i, r) for i, (_, r) in enumerate(records) if r.extra.get("index") is not False]
-            texts = [document_text(r.value, _fields(r, memory.pool.fields)) for _, r in wanted]
+            texts = [_vector_text(r, memory.pool.fields) for _, r in wanted]
             for (i, _), found in zip(wanted, embed_through(embedder, _cache(memory), texts), strict=True):
                 vectors[i] = [round(float(x), 7) for x in found]
         for ((ns, key), record), vector in zip(records, vectors, strict=True):
@@ -122,8 +123,7 @@ def import_items(
                 raise InvalidInputError(
                     f"line {number}: embedding has {len(vector) // 4} dimensions, {model} has {embedder.dim}"
                 )
-            fields = _fields(record, memory.pool.fields)
-            vectors[text_hash(document_text(record.value, fields))] = vector
+            vectors[text_hash(_vector_text(record, memory.pool.fields))] = vector
         if progress is not None and len(edits) % BATCH == 0:
             progress(BATCH)
     if header is None:
@@ -371,6 +371,12 @@ def _cache(memory: Memory) -> VectorCache:
 def _fields(record: Record, default: tuple[str, ...]) -> tuple[str, ...]:
     chosen = record.extra.get("index")
     return tuple(chosen) if isinstance(chosen, list) else default
+
+
+def _vector_text(record: Record, default: tuple[str, ...]) -> str:
+    """The text an item's vector embeds (engram.index.embedtext), as the search index embeds it."""
+    text = document_text(record.value, _fields(record, default))
+    return embedded_text(record.value, record.extra.get("index"), default, text)
 
 
 def _chunks(entries: Iterator[tuple[bytes, bytes]], size: int) -> Iterator[list[tuple[bytes, bytes]]]:
