@@ -7,13 +7,11 @@ import logging
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Iterable, Iterator
 from urllib.parse import urlsplit
 
 import pytest
 import redis
-from services import require_redis
 
 from engram.backends import (
     ChunkStore,
@@ -34,29 +32,6 @@ _A, _B, _C = (chunk_id(bytes([i])) for i in range(3))
 
 
 # ---------------------------------------------------------------------------------- fixtures
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> str:
-    """A reachable Redis, or the module is skipped (failed under ENGRAM_REQUIRE_SERVICES=1)."""
-    return require_redis()
-
-
-@pytest.fixture
-def prefix() -> str:
-    """A key prefix of this test's own, so tests never see each other's keys."""
-    return f"engram-test-{uuid.uuid4().hex}:"
-
-
-@pytest.fixture
-def client(redis_url: str, prefix: str) -> Iterator[redis.Redis]:
-    """A cache client on the test Redis; removes this test's keys afterwards."""
-    conn = open_redis(redis_url)
-    yield conn
-    keys = list(conn.scan_iter(match=prefix + "*", count=1000))
-    for i in range(0, len(keys), 1000):
-        conn.delete(*keys[i : i + 1000])
-    conn.close()
 
 
 @pytest.fixture

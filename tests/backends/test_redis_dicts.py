@@ -6,74 +6,22 @@ back."""
 
 from __future__ import annotations
 
-import random
-import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import pytest
 import redis
-from services import require_redis
+from typical_chunks import CountingStore, typical_chunks
 
-import engram
 from engram.backends import MemoryChunkStore
 from engram.backends.compression import Dictionary, frame_dictionary
-from engram.backends.redis import SAMPLE_BYTES, RedisChunkCache, open_redis
+from engram.backends.redis import SAMPLE_BYTES, RedisChunkCache
 from engram.hashing import ChunkId
-
-_WORDS = [
-    "".join(random.Random(i).choices("abcdefghijklmnopqrstuvwxyz", k=random.Random(-i).randint(2, 9)))
-    for i in range(3000)
-]
-
-
-class CountingStore(MemoryChunkStore):
-    """A memory chunk store that records the ids each ``get_many`` asked for."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.reads: list[ChunkId] = []
-
-    def get_many(self, ids: Iterable[ChunkId]) -> dict[ChunkId, bytes]:
-        wanted = list(ids)
-        self.reads.extend(wanted)
-        return super().get_many(wanted)
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> str:
-    return require_redis()
-
-
-@pytest.fixture
-def prefix() -> str:
-    return f"engram-test-{uuid.uuid4().hex}:"
-
-
-@pytest.fixture
-def client(redis_url: str, prefix: str) -> Iterator[redis.Redis]:
-    conn = open_redis(redis_url, timeout=5)
-    yield conn
-    keys = list(conn.scan_iter(match=prefix + "*", count=1000))
-    for i in range(0, len(keys), 1000):
-        conn.delete(*keys[i : i + 1000])
-    conn.close()
 
 
 @pytest.fixture(scope="module")
 def chunks(tmp_path_factory: pytest.TempPathFactory) -> dict[ChunkId, bytes]:
     """The chunks of a store of 6,000 typical JSON memories, written in 3 commits (~2.6 MB)."""
-    mem = engram.open(str(tmp_path_factory.mktemp("chunks") / "s"), embedder=None, author="tester")
-    rng = random.Random(7)
-    weights = [1 / (r + 1) for r in range(len(_WORDS))]
-    for start in range(0, 6000, 2000):
-        with mem.transaction("bulk") as tx:
-            for i in range(start, start + 2000):
-                text = " ".join(rng.choices(_WORDS, weights=weights, k=rng.randint(15, 45)))
-                value = {"text": text, "user": f"user-{i % 50}", "tags": rng.sample(_WORDS[:40], 3),
-                         "created": f"2026-01-{1 + i % 28:02d}T00:{i % 60:02d}:00Z"}  # fmt: skip
-                tx.put(("agents", f"a{i % 7}"), f"m{i:05d}", value)
-    found = mem.repo.chunks.get_many(list(mem.repo.chunks.iter_ids()))
-    mem.close()
+    found = typical_chunks(tmp_path_factory.mktemp("chunks") / "s", items=6000, per_commit=2000, seed=7)
     assert sum(map(len, found.values())) >= 2 * SAMPLE_BYTES
     return found
 

@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
-from conftest import S3Server
 
 import engram
 from engram.backends.buckets import Bucket
@@ -73,14 +72,6 @@ class HookedBucket(Bucket):
         if key.endswith("%2Fmanifest") and self.before_manifest is not None:
             self.before_manifest()
         return self.inner.write_if(key, data, version)
-
-
-@pytest.fixture(params=["dir", "s3"])
-def remote_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "dir":
-        return f"dir://{tmp_path / 'remote'}"
-    server: S3Server = request.getfixturevalue("s3")
-    return server.url()
 
 
 def _hooked(url: str) -> tuple[Remote, HookedBucket]:

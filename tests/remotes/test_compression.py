@@ -8,7 +8,6 @@ import random
 from pathlib import Path
 
 import pytest
-from conftest import S3Server
 
 import engram
 from engram.backends.base import now_ms
@@ -47,14 +46,6 @@ def _filled(path: Path, n: int = 2000) -> Memory:
 def _stored(remote: Remote) -> dict[str, bytes]:
     keys = [key for prefix in (PACKS, CHUNKS) for key, _ in remote.chunks.bucket.iter_keys(prefix)]
     return remote.chunks.bucket.get_many(keys)
-
-
-@pytest.fixture(params=["dir", "s3"])
-def remote_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "dir":
-        return f"dir://{tmp_path / 'remote'}"
-    server: S3Server = request.getfixturevalue("s3")
-    return server.url()
 
 
 def test_a_backup_is_compressed_and_restores_byte_identically(remote_url: str, tmp_path: Path) -> None:

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import S3Server
 
 import engram
 from engram.backends.base import now_ms
@@ -63,14 +62,6 @@ def _frames(remote: Remote) -> tuple[list[bytes], list[bytes]]:
             pack = decode_index(key.removesuffix(".idx"), data)
             copies.extend(body[at : at + n] for at, n in pack.entries.values())
     return copies, [data for key, data in found.items() if key.startswith(CHUNKS)]
-
-
-@pytest.fixture(params=["dir", "s3"])
-def remote_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "dir":
-        return f"dir://{tmp_path / 'remote'}"
-    server: S3Server = request.getfixturevalue("s3")
-    return server.url()
 
 
 def test_one_dictionary_is_trained_stored_and_fetched_by_a_fresh_reader(remote_url: str, tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import S3Server
 
 import engram
 from engram import codec
@@ -24,14 +23,6 @@ from engram.ops.remotes.stores import DAMAGED, Remote
 from engram.ops.remotes.sync import is_fresh
 from engram.store import Memory
 from engram.tree import NodeStore
-
-
-@pytest.fixture(params=["dir", "s3"])
-def remote_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "dir":
-        return f"dir://{tmp_path / 'remote'}"
-    server: S3Server = request.getfixturevalue("s3")
-    return server.url()
 
 
 def _run(store: Path, *args: str) -> tuple[int, str]:

@@ -185,3 +185,21 @@ def wait_view(page: Any, view: str) -> None:
     page.wait_for_function(
         "v => document.body.dataset.ready === v && !document.getElementById('view').hasAttribute('aria-busy')", arg=view
     )
+
+
+def click_and_wait(page: Any, selector: str, view: str) -> None:
+    """Click ``selector`` and wait for ``view`` to render (a click from a view to the same view renders a moment
+    later: until then the old page is still "ready")."""
+    page.evaluate("() => { delete document.body.dataset.ready; }")
+    page.click(selector)
+    wait_view(page, view)
+
+
+def filter_timeline(page: Any, namespace: str, key: str) -> None:
+    """Open the timeline filtered to one item, as a user types it into the filter form."""
+    open_view(page, "timeline", "timeline")
+    page.fill("input[name=ns]", namespace)
+    page.fill("input[name=key]", key)
+    page.click("form[aria-label='Filter the timeline'] button[type=submit]")
+    page.wait_for_function("k => location.hash.includes('key=' + encodeURIComponent(k))", arg=key)
+    wait_view(page, "timeline")

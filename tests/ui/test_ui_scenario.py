@@ -7,34 +7,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from .conftest import Served, open_view, shot, wait_view
+from .conftest import Served, click_and_wait, filter_timeline, open_view, shot, wait_view
 
 NS, KEY = "users.alice.preferences.ui", "dashboard_color"
 NAVY, YELLOW = "#1e3a8a", "#fde047"
-
-
-def _click_and_wait(page: Any, selector: str, view: str) -> None:
-    # a click from a view to the same view renders a moment later: until then the old page is still "ready"
-    page.evaluate("() => { delete document.body.dataset.ready; }")
-    page.click(selector)
-    wait_view(page, view)
 
 
 def test_ui_scenario_finds_the_bad_write_and_fixes_it(page: Any, served: Served) -> None:
     bad, navy = served.story["truth"]["bad"], served.story["truth"]["navy"]
 
     # 1. The timeline, filtered to the colour's key: the newest change is the bad write.
-    open_view(page, "timeline", "timeline")
-    page.fill("input[name=ns]", NS)
-    page.fill("input[name=key]", KEY)
-    page.click("form[aria-label='Filter the timeline'] button[type=submit]")
-    page.wait_for_function("() => location.hash.includes('key=dashboard_color')")
-    wait_view(page, "timeline")
+    filter_timeline(page, NS, KEY)
     rows = page.locator("tr[data-commit]")
     assert rows.count() == 2
     assert YELLOW in rows.nth(0).inner_text() and NAVY in rows.nth(1).inner_text()
     assert rows.nth(0).get_attribute("data-commit") == bad
-    _click_and_wait(page, f"tr[data-commit='{bad}'] a[data-open]", "commit")
+    click_and_wait(page, f"tr[data-commit='{bad}'] a[data-open]", "commit")
     assert bad in page.inner_text("main") and "msg-alice-245" in page.inner_text("main")
 
     # 2. The memory three days ago (the time control): the colour was navy, and newer versions exist.
@@ -42,15 +30,15 @@ def test_ui_scenario_finds_the_bad_write_and_fixes_it(page: Any, served: Served)
     page.click("button:text-is('3 days ago')")
     page.wait_for_function("() => location.hash.includes('asof=')")
     wait_view(page, "timeline")
-    _click_and_wait(page, "text=Open the memory at this point", "state")
+    click_and_wait(page, "text=Open the memory at this point", "state")
     for label in ("users", "alice", "preferences", "ui"):
-        _click_and_wait(page, f"nav.tree a:text-is('{label}') >> nth=0", "state")
-    _click_and_wait(page, f"a[data-open]:has-text('{KEY}')", "state")
+        click_and_wait(page, f"nav.tree a:text-is('{label}') >> nth=0", "state")
+    click_and_wait(page, f"a[data-open]:has-text('{KEY}')", "state")
     item = page.inner_text("main")
     assert NAVY in item and "Newer versions exist" in item and "msg-alice-201" in item
 
     # 3. Diff that point with head: the colour, navy -> pale yellow, word by word.
-    _click_and_wait(page, "#newer >> text=Diff with head", "diff")
+    click_and_wait(page, "#newer >> text=Diff with head", "diff")
     change = page.locator(f"article[data-key='{NS}/{KEY}']")
     assert change.locator(".kind").inner_text() == "modified"
     assert "navy" in change.locator("del").all_inner_texts() and "pale" in change.locator("ins").all_inner_texts()
@@ -71,14 +59,14 @@ def test_ui_scenario_finds_the_bad_write_and_fixes_it(page: Any, served: Served)
     page.wait_for_function("() => location.hash.includes('q=')")
     wait_view(page, "search")
     assert NAVY in page.locator("#results-then li").first.inner_text()
-    _click_and_wait(page, "#compare-head", "search")
+    click_and_wait(page, "#compare-head", "search")
     assert YELLOW in page.locator("#results-now li").first.inner_text()
     assert NAVY in page.locator("#results-then li").first.inner_text()
 
     # 6. Branch from the last good point: the bad commit's parent, opened from the commit view.
     open_view(page, f"commit?id={bad}", "commit")
     parent = served.api("GET", f"/v1/commits/{bad}")["parents"][0]
-    _click_and_wait(page, f"a:text-is('{parent[:10]}')", "commit")
+    click_and_wait(page, f"a:text-is('{parent[:10]}')", "commit")
     page.click("#branch-here")
     page.fill("#ref-name", "last-good")
     page.click("#confirm-ok")

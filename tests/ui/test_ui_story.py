@@ -9,16 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .conftest import Served, open_view, wait_view
+from .conftest import Served, click_and_wait, filter_timeline, open_view, wait_view
 
 NS, KEY = "users.alice.preferences.ui", "dashboard_color"
 NAVY, YELLOW, BLACK = "#1e3a8a", "#fde047", "#111111"
-
-
-def _click_and_wait(page: Any, selector: str, view: str) -> None:
-    page.evaluate("() => { delete document.body.dataset.ready; }")
-    page.click(selector)
-    wait_view(page, view)
 
 
 def _count(served: Served, at: str) -> int:
@@ -35,15 +29,10 @@ def test_ui_story_find_fix_on_a_branch_review_merge_and_revert(page: Any, served
     bad = served.story["truth"]["bad"]
 
     # 1. Find the bad write: the timeline filtered to the item; the newest change is the bad one.
-    open_view(page, "timeline", "timeline")
-    page.fill("input[name=ns]", NS)
-    page.fill("input[name=key]", KEY)
-    page.click("form[aria-label='Filter the timeline'] button[type=submit]")
-    page.wait_for_function("() => location.hash.includes('key=dashboard_color')")
-    wait_view(page, "timeline")
+    filter_timeline(page, NS, KEY)
     first = page.locator("tr[data-commit]").nth(0)
     assert first.get_attribute("data-commit") == bad and YELLOW in first.inner_text()
-    _click_and_wait(page, f"tr[data-commit='{bad}'] a[data-open]", "commit")
+    click_and_wait(page, f"tr[data-commit='{bad}'] a[data-open]", "commit")
 
     # 2. Tag the last good point (the bad commit's parent) and open the memory there, with its item count.
     parent = served.api("GET", f"/v1/commits/{bad}")["parents"][0]
@@ -75,7 +64,7 @@ def test_ui_story_find_fix_on_a_branch_review_merge_and_revert(page: Any, served
     assert newest.get_attribute("data-commit") == bad
     source = newest.locator("li[data-source='msg-alice-245'] a.source-others")
     assert source.count() == 1
-    _click_and_wait(page, f"li[data-commit='{bad}'] li[data-source='msg-alice-245'] a.source-others", "search")
+    click_and_wait(page, f"li[data-commit='{bad}'] li[data-source='msg-alice-245'] a.source-others", "search")
     assert "source=msg-alice-245" in page.evaluate("() => location.hash")
 
     # 5. Fix the item on a branch, from where it was found (a new fix branch by default, never main).
