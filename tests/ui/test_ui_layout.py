@@ -1,6 +1,6 @@
 """Every screen: at 390 x 844 (a phone) nothing is wider than the viewport, timeline rows are cards with the graph
 down their left side, and the State view stacks the namespace tree above the items, which get the width; on a
-long timeline the column headings stay in view while scrolling. Narrow screenshots go to docs/ui/."""
+long timeline the column headings stay in view while scrolling; the timeline's forms fold away on a phone."""
 
 from __future__ import annotations
 
@@ -87,6 +87,21 @@ def test_ui_phone_timeline_rows_are_cards(phone: Any) -> None:
     author = phone.locator("tr[data-commit] td[data-label='Author']").first
     assert author.evaluate("td => getComputedStyle(td, '::before').content") == '"Author: "'  # labelled cells
     shot(phone, "timeline-phone")
+
+
+def test_ui_phone_timeline_shows_commits_first_with_the_forms_folded(phone: Any, page: Any) -> None:
+    open_view(phone, "timeline", "timeline")
+    assert phone.locator("#timeline-controls").get_attribute("open") is None  # folded: the commits come first
+    assert box(phone, "tr[data-commit]")["y"] < 0.5 * PHONE["height"]  # the first card in the top half (430 px before)
+    phone.click("#timeline-controls > summary")
+    assert phone.locator("form[aria-label='Filter the timeline']").is_visible()
+    fits(phone)
+    open_view(phone, f"timeline?ns={NS}", "timeline")  # a filter set: shown open, so the user sees what filters
+    assert phone.locator("#timeline-controls").get_attribute("open") is not None
+    assert "(set)" in phone.inner_text("#timeline-controls > summary")
+    open_view(page, "timeline", "timeline")  # a wide screen: always open, no fold to click
+    assert page.locator("#timeline-controls").get_attribute("open") is not None
+    assert not page.locator("#timeline-controls > summary").is_visible()
 
 
 def test_ui_phone_state_stacks_the_tree_above_the_items(phone: Any) -> None:

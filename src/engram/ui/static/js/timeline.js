@@ -6,6 +6,8 @@ import { field, formValues, h, href, isoToLocal, link, localToIso, nsText, selec
 import { drawRow, Graph, LANE } from "./graph.js";
 import { refText } from "./refs.js";
 
+/** Below this width (px) the layout is a phone's (app.css has the same breakpoint). */
+const NARROW = 700;
 const QUICK = [["1 hour ago", 1], ["1 day ago", 24], ["3 days ago", 72], ["1 week ago", 168]];
 
 export async function render(out, params) {
@@ -16,7 +18,7 @@ export async function render(out, params) {
   const from = { ref, branch, all_branches: all || undefined, ...filters, limit: params.limit || 50 };
   const page = await api("/v1/timeline", { query: { ...from, cursor: params.cursor } });
   out.append(h("h1", {}, "Timeline ", h("span", { class: "muted" }, `of ${all ? "all branches" : ref === branch ? branch : refText(ref)}`)));
-  out.append(filterForm(params, branch, all), timeControl(params, branch));
+  out.append(controls(params, filterForm(params, branch, all), timeControl(params, branch)));
   if (!all && params.ref && params.ref !== branch) {
     out.append(h("p", { class: "notice" }, `Showing history from ${params.ref} (as of ${params.asof || "that point"}). `,
       link("state", { at: params.ref }, "Open the memory at this point"), " · ",
@@ -113,6 +115,15 @@ function touched(c) {
     chips.push(link("commit", { id: c.id }, rest > 0 ? `+${rest} more` : "more", { class: "chip more", title: "every change of the commit" }));
   }
   return h("div", { class: "touched", "data-touched": c.touched_namespaces }, chips);
+}
+
+/** The filter and time-travel forms, folded into "Filters and time travel" on a narrow screen (a phone sees the
+ * commits first) unless a filter or a point in time is set; always open on a wide one. */
+function controls(params, ...forms) {
+  const active = ["ns", "key", "author", "since", "until", "asof"].some((name) => params[name]) || params.all === "1";
+  const wide = !window.matchMedia || !window.matchMedia(`(max-width: ${NARROW}px)`).matches;
+  const summary = h("summary", {}, "Filters and time travel", active ? h("span", { class: "muted" }, " (set)") : "");
+  return h("details", { class: "controls", id: "timeline-controls", open: wide || active }, summary, ...forms);
 }
 
 function filterForm(params, branch, all) {
