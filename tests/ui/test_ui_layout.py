@@ -75,9 +75,13 @@ def test_ui_phone_nothing_is_wider_than_the_screen(phone: Any, fragment: str, vi
     fits(phone)
 
 
-def test_ui_phone_timeline_rows_are_cards(phone: Any) -> None:
+def test_ui_phone_timeline_rows_are_cards(phone: Any, served: Served) -> None:
+    long = ["agents", "ui-monitor", "incidents", "global:incidents-000000000001-feedback"]  # a long chip
+    served.api("PUT", "/v1/items", json={"namespace": long, "key": "ui-monitor-feedback", "value": {"text": "ok"}})
     open_view(phone, "timeline", "timeline")
     fits(phone)
+    chips = phone.eval_on_selector_all(".chip", "cs => cs.map(c => c.getBoundingClientRect().right)")
+    assert chips and max(chips) <= PHONE["width"], chips  # a long namespace wraps inside its card
     row = phone.locator("tr[data-commit]").first
     assert row.evaluate("r => getComputedStyle(r).display") == "grid"  # a card, not a table row
     card, message = row.bounding_box(), box(phone, "tr[data-commit] td:has(> a[data-open])")
