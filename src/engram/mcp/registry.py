@@ -165,6 +165,28 @@ AT = string(f"Read the memory as it was at this version: {REF_HELP}. Omit for th
 AUTHOR = string("Who makes this change (an agent or user id), recorded on the commit. Default: the server's.")
 MESSAGE = string("Commit message: why this change was made. Default: a generated one.")
 BRANCH = string("The branch to write to (it must exist). Default: the server's branch.")
+_ISO_BOUND: dict[str, Any] = {"type": ["string", "null"], "minLength": 1, "maxLength": 100}
+#: Questions about time: how a search (or a context) ranks by the memories' dates.
+WHEN: dict[str, Any] = {
+    "anyOf": [
+        {"type": "string", "minLength": 1, "maxLength": 500},
+        {
+            "type": "object",
+            "properties": {"start": _ISO_BOUND, "end": _ISO_BOUND},
+            "additionalProperties": False,
+        },
+    ],
+    "description": '"auto": favour memories whose date matches the query\'s time expressions ("in May 2023", '
+    '"last Tuesday", "two weeks before 16 November 2023"); a range the query states ("between June 1 and July 31 '
+    '2023", "since March 2023") keeps only memories inside it. Any other string: a time expression to use instead '
+    'of the query\'s. {"start": ISO datetime, "end": ISO datetime} (either null; end exclusive): keep only '
+    'memories in that range. Default "off".',
+}
+REFERENCE_TIME = string(
+    'The question\'s own date, that relative expressions ("last Tuesday", "two weeks ago") count from: an ISO '
+    'datetime such as 2023-10-20T09:00:00Z, or a date such as "1:56 pm on 8 May, 2023". Default: now.',
+    maxLength=100,
+)
 STRATEGY = choice(
     ["fail", "ours", "theirs", "newest"],
     "How to decide items both sides changed differently: fail (write nothing and list the conflicts), ours, "
@@ -179,8 +201,10 @@ __all__ = [
     "KEY",
     "MESSAGE",
     "NAMESPACE",
+    "REFERENCE_TIME",
     "REF_HELP",
     "STRATEGY",
+    "WHEN",
     "Guard",
     "Registry",
     "Strategy",

@@ -21,7 +21,9 @@ from engram.mcp.registry import (
     MESSAGE,
     NAMESPACE,
     REF_HELP,
+    REFERENCE_TIME,
     STRATEGY,
+    WHEN,
     Guard,
     Registry,
     Strategy,
@@ -35,6 +37,7 @@ from engram.store import Memory
 from engram.store.operations import NOT_PROVIDED, Mode
 from engram.store.ranking import PROFILES
 from engram.store.serialize import change_json, commit_json, item_json, version_json
+from engram.store.timerank import when_of_json
 
 #: The memory tools, by name, in the order clients list them.
 MEMORY_TOOLS = Registry()
@@ -111,11 +114,14 @@ def _on(memory: Memory, branch: str | None, author: str | None = None) -> Memory
         "description": "Rerank the top candidates with the server's cross-encoder (slower, often better); an "
         "error when the server has none.",
     },
+    when=WHEN,
+    reference_time=REFERENCE_TIME,
 )
 def memory_search(
     memory: Memory, *, namespace: list[str], query: str | None = None, filter: dict[str, Any] | None = None,
     limit: int, offset: int, mode: Mode | None = None, profile: str, explain: bool, min_score: float | None = None,
-    at: str | None = None, rerank: Reranker | None,
+    at: str | None = None, rerank: Reranker | None, when: str | dict[str, Any] | None = None,
+    reference_time: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Find memories by meaning and keywords under a namespace prefix, filtered and ranked (best first).
 
@@ -126,7 +132,7 @@ def memory_search(
     """
     results = memory.search(
         namespace, query, filter=filter, limit=limit, offset=offset, mode=mode, profile=profile, explain=explain,
-        min_score=min_score, at=at, rerank=rerank,
+        min_score=min_score, at=at, rerank=rerank, when=when_of_json(when), reference_time=reference_time,
     )  # fmt: skip
     items = [item_json(item) for item in results]
     return {"mode": results.mode, "requested_mode": results.requested_mode, "degraded": results.degraded,
@@ -144,10 +150,13 @@ def memory_search(
     candidates=integer("Search hits the block is chosen from.", 50),
     mode=choice(["hybrid", "semantic", "keyword"], "The search mode, as in memory_search."),
     at=AT,
+    when=WHEN,
+    reference_time=REFERENCE_TIME,
 )
 def memory_context(
     memory: Memory, *, namespace: list[str], query: str, budget_tokens: int, filter: dict[str, Any] | None = None,
-    candidates: int, mode: Mode | None = None, at: str | None = None,
+    candidates: int, mode: Mode | None = None, at: str | None = None, when: str | dict[str, Any] | None = None,
+    reference_time: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """The memories most relevant to a query as one block of prompt text within a token budget: current facts
     only, each once, most relevant first, each line "[date] text (source: ids)"; `at` gives what was known then.
@@ -156,7 +165,7 @@ def memory_context(
     paste `text` into a prompt; `items` lists each line's namespace, key, score and tokens.
     """
     return memory.context(namespace, query, budget_tokens=budget_tokens, filter=filter, candidates=candidates,
-                          mode=mode, at=at).dict()  # fmt: skip
+                          mode=mode, at=at, when=when_of_json(when), reference_time=reference_time).dict()  # fmt: skip
 
 
 @MEMORY_TOOLS.tool(required=("namespace", "key"), read_only=True, namespace=NAMESPACE, key=KEY, at=AT, guard=_checked)

@@ -29,6 +29,7 @@ from engram.server.errors import StrictRoute
 from engram.store import SearchResults
 from engram.store.operations import NOT_PROVIDED, PutOp
 from engram.store.serialize import item_json, search_json
+from engram.store.timerank import when_of_json
 
 #: LangGraph's store routes.
 store_routes = APIRouter(prefix="/store", tags=["store (LangGraph)"], route_class=StrictRoute)
@@ -39,11 +40,17 @@ routes = APIRouter(prefix="/v1", tags=["versioned"], route_class=StrictRoute)
 def _search(caller: Caller, body: s.SearchItems, branch: str | None = None) -> Callable[[], SearchResults]:
     prefix = caller.who.narrow(body.namespace_prefix) or ()
     rerank = requested_reranker(caller.tenants.config.rerank, getattr(body, "rerank", False))
+    when = when_of_json(_json(getattr(body, "when", None)))
     return lambda: caller.on(branch).search(
         prefix, body.query, filter=body.filter, limit=body.limit, offset=body.offset, mode=body.mode,
         profile=body.ranking(), explain=body.explain, min_score=body.min_score, refresh_ttl=body.refresh_ttl,
-        at=body.at, rerank=rerank,
+        at=body.at, rerank=rerank, when=when, reference_time=getattr(body, "reference_time", None),
     )  # fmt: skip
+
+
+def _json(when: str | s.TimeRange | None) -> str | dict[str, Any] | None:
+    """A body's ``when`` as its JSON (a range as an object), as every door hands it to the library."""
+    return when.model_dump() if isinstance(when, s.TimeRange) else when
 
 
 def _namespaces(
@@ -171,9 +178,10 @@ async def v1_context(caller: Read, body: s.ContextV1) -> dict[str, Any]:
     facts only, each once, most relevant first, each line with its date and source ids), on a branch or as of
     ``at``; with the list of what it holds."""
     prefix = caller.who.narrow(body.namespace_prefix) or ()
+    when = when_of_json(_json(body.when))
     found = await run(lambda: caller.on(body.branch).context(
         prefix, body.query, budget_tokens=body.budget_tokens, filter=body.filter, candidates=body.candidates,
-        mode=body.mode, at=body.at))  # fmt: skip
+        mode=body.mode, at=body.at, when=when, reference_time=body.reference_time))  # fmt: skip
     return found.dict()
 
 

@@ -25,6 +25,7 @@ Namespace = Annotated[list[Label], Field(min_length=1, description='namespace la
 Prefix = Annotated[list[Label], Field(description="namespace prefix labels; [] is the root")]
 RefText = Annotated[str, Field(min_length=1, description="a ref: branch, tag, commit id, HEAD~n, main@{ISO time}")]
 Weight = Annotated[float, Field(ge=0, le=1000)]
+IsoTime = Annotated[str, Field(min_length=1, max_length=100, description="an ISO datetime, e.g. 2023-05-01T00:00:00Z")]
 
 
 class _Body(BaseModel):
@@ -88,6 +89,34 @@ class SearchItems(_Body):
         return self.profile.profile() if isinstance(self.profile, ProfileBody) else self.profile
 
 
+class TimeRange(_Body):
+    """``when`` as a range: keep only items whose time is at or after ``start`` and before ``end`` (either null)."""
+
+    start: IsoTime | None = None
+    end: IsoTime | None = None
+
+
+#: ``when`` of a search or a context (see docs/search.md, "Questions about time").
+When = Annotated[
+    Annotated[str, Field(min_length=1, max_length=500)] | TimeRange | None,
+    Field(
+        description='"auto": favour items whose time matches the query\'s time expressions ("in May 2023", "last '
+        'Tuesday"; a stated range such as "since March 2023" filters); "off" (the default): no time; any other '
+        'string: a time expression used instead of the query\'s; {"start": ISO, "end": ISO}: a range that filters',
+    ),
+]
+#: ``reference_time`` of a search or a context.
+ReferenceTime = Annotated[
+    str | None,
+    Field(
+        min_length=1,
+        max_length=100,
+        description="the question's own date, that relative expressions count from (an ISO datetime, or a date "
+        'such as "1:56 pm on 8 May, 2023"); default: now',
+    ),
+]
+
+
 class ListNamespaces(_Body):
     """``POST /store/namespaces``; ``*`` in ``prefix``/``suffix`` matches any one label."""
 
@@ -141,7 +170,7 @@ class WriteItem(PutItem):
 
 
 class SearchV1(SearchItems):
-    """``POST /v1/search``: a LangGraph search on a branch, optionally reranked."""
+    """``POST /v1/search``: a LangGraph search on a branch, optionally reranked and ranked by time."""
 
     branch: str | None = None
     rerank: bool = Field(
@@ -149,6 +178,8 @@ class SearchV1(SearchItems):
         description="rerank the first stage's top candidates with the server's cross-encoder (422 when its "
         "operator configured none: engram serve --rerank)",
     )
+    when: When = None
+    reference_time: ReferenceTime = None
 
 
 class ContextV1(_Body):
@@ -162,6 +193,8 @@ class ContextV1(_Body):
     mode: Mode | None = None
     at: RefText | None = Field(None, description="what was known as of a ref: branch, tag, commit, main@{time}")
     branch: str | None = None
+    when: When = None
+    reference_time: ReferenceTime = None
 
 
 class ContextItemOut(BaseModel):

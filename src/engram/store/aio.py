@@ -313,10 +313,12 @@ class AsyncMemory:
         mode: Mode | None = None,
         tokenizer: str | TokenCounter | None = None,
         at: Ref | None = None,
+        when: When = None,
+        reference_time: datetime | str | int | None = None,
     ) -> context.Context:
         return await self._run(  # type: ignore[no-any-return]
             self.memory.context, namespace_prefix, query, budget_tokens=budget_tokens, filter=filter,
-            candidates=candidates, mode=mode, tokenizer=tokenizer, at=at,
+            candidates=candidates, mode=mode, tokenizer=tokenizer, at=at, when=when, reference_time=reference_time,
         )  # fmt: skip
 
     @twin(Memory.corpus_stats)

@@ -21,12 +21,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from engram.embed.tokens import TokenCounter, token_counter
 from engram.errors import InvalidInputError
 from engram.store.item import Item, SearchResults
-from engram.store.operations import Mode
+from engram.store.operations import Mode, When
 
 #: The default token budget of a context block.
 BUDGET_TOKENS = 1000
@@ -126,12 +127,16 @@ def build(
     candidates: int = CANDIDATES,
     mode: Mode | None = None,
     tokenizer: str | TokenCounter | None = None,
+    when: When = None,
+    reference_time: datetime | str | int | None = None,
 ) -> Context:
     """The context block for ``query`` under ``namespace_prefix`` (see the module doc); ``search`` reads the
-    version the block is for."""
+    version the block is for. ``when`` and ``reference_time`` rank (and filter) the hits by time as a search's do."""
     query, budget_tokens, candidates = check(query, budget_tokens, candidates)
     counter = token_counter(tokenizer)
-    found = search(namespace_prefix, query, filter=filter, limit=candidates, mode=mode)
+    found = search(
+        namespace_prefix, query, filter=filter, limit=candidates, mode=mode, when=when, reference_time=reference_time
+    )
     current, superseded = _current(search, found, filter)
     chosen: list[tuple[Item, float | None, str]] = []
     seen: set[str] = set()

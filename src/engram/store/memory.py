@@ -267,12 +267,15 @@ class Memory(Reader, Versioned):
         mode: Mode | None = None,
         tokenizer: str | TokenCounter | None = None,
         at: Ref | None = None,
+        when: When = None,
+        reference_time: datetime | str | int | None = None,
     ) -> context.Context:
         """Prompt text for ``query`` at this branch's head, or as the version ``at`` names knew it (see
         :meth:`Reader.context`)."""
         reader: Reader = self if at is None else self.at(at)
         return Reader.context(reader, namespace_prefix, query, budget_tokens=budget_tokens, filter=filter,
-                              candidates=candidates, mode=mode, tokenizer=tokenizer)  # fmt: skip
+                              candidates=candidates, mode=mode, tokenizer=tokenizer, when=when,
+                              reference_time=reference_time)  # fmt: skip
 
     def corpus_stats(self, query: str) -> CorpusStats:
         """The keyword statistics a search of ``query`` at this branch's head scores with (see

@@ -93,6 +93,8 @@ class Reader:
         candidates: int = context.CANDIDATES,
         mode: Mode | None = None,
         tokenizer: str | TokenCounter | None = None,
+        when: When = None,
+        reference_time: datetime | str | int | None = None,
     ) -> context.Context:
         """The memories most relevant to ``query`` as one block of prompt text within ``budget_tokens``.
 
@@ -100,7 +102,9 @@ class Reader:
         with its date and source ids; chosen from the search's top ``candidates`` (``filter`` and ``mode`` as in
         :meth:`search`). ``tokenizer`` counts the budget: ``"wordpiece"`` (the default), ``"tiktoken:<encoding>"``,
         ``"estimate"`` or a counter object (:mod:`engram.embed.tokens`). Returns the block and the list of what it
-        holds (:class:`~engram.store.context.Context`). Reads refresh no TTL.
+        holds (:class:`~engram.store.context.Context`). Reads refresh no TTL. ``when`` and ``reference_time`` choose the
+        hits by time as in :meth:`search` (``when="auto"``: the query's time expressions favour, or filter by, the
+        memories' dates).
         """
         prefix = _validate.namespace(namespace_prefix, allow_empty=True)
 
@@ -108,7 +112,8 @@ class Reader:
             return Reader.search(self, namespace, text, **options)
 
         return context.build(search, prefix, query, budget_tokens=budget_tokens, filter=filter,
-                             candidates=candidates, mode=mode, tokenizer=tokenizer)  # fmt: skip
+                             candidates=candidates, mode=mode, tokenizer=tokenizer, when=when,
+                             reference_time=reference_time)  # fmt: skip
 
     def _run_search(self, request: SearchOp) -> SearchResults:
         """Run a search operation built once by the caller (its namespace validated): this reader's system rule

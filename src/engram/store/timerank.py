@@ -33,7 +33,7 @@ from engram import codec
 from engram.backends.base import now_ms
 from engram.errors import InvalidInputError
 from engram.store.item import SearchItem, SearchResults
-from engram.store.operations import SearchOp
+from engram.store.operations import SearchOp, When
 from engram.store.timeq import DAY_MS, TimeQuery, TimeWindow, parse_time, reference_ms, text_time_ms, to_ms
 
 First = Callable[[SearchOp], SearchResults]
@@ -62,6 +62,32 @@ def check(when: Any, reference_time: Any, query: str | None) -> None:
     if query is None:
         raise InvalidInputError("when needs a query: a listing has no score to favour a time with")
     reference_ms(reference_time, 0)  # raises on a bad reference
+
+
+def when_of_json(when: Any) -> When:
+    """``when`` as a JSON door (HTTP, MCP) takes it, as the library takes it: a string as is, and an object
+    ``{"start": ISO, "end": ISO}`` (either null or absent; ``end`` exclusive) as the ``(start, end)`` range. Raises
+    :class:`InvalidInputError` for a bound that is no ISO datetime or a range without either."""
+    if not isinstance(when, dict):
+        return when  # type: ignore[no-any-return]  # None or a string; anything else fails the library's check
+    unknown = sorted(set(when) - {"start", "end"})
+    if unknown:
+        raise InvalidInputError(f"when's range takes start and end, not {', '.join(map(repr, unknown))}")
+    bounds = tuple(_iso_bound(name, when.get(name)) for name in ("start", "end"))
+    if bounds == (None, None):
+        raise InvalidInputError('when\'s range needs a start or an end (an ISO datetime), e.g. {"start": "2023-05-01"}')
+    return bounds  # type: ignore[return-value]  # two bounds
+
+
+def _iso_bound(name: str, value: Any) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.strip())
+        except ValueError:
+            pass
+    raise InvalidInputError(f"when's {name} must be an ISO datetime such as 2023-05-01T00:00:00Z, got {value!r}")
 
 
 def time_query(request: SearchOp, now: int) -> TimeQuery:
@@ -167,4 +193,4 @@ def _explain(item: SearchItem, at: int, best: float, weight: float, parsed: Time
 
 
 __all__ = ["CANDIDATES", "HALF_LIFE_DAYS", "MAX_CANDIDATES", "TIME_FIELDS", "TIME_WEIGHT", "check", "item_time_ms",
-           "match", "run", "time_query"]  # fmt: skip
+           "match", "run", "time_query", "when_of_json"]  # fmt: skip
