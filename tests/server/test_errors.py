@@ -74,9 +74,9 @@ def test_errors_auth_and_scope_failures_on_every_route(keyed: Keyed) -> None:
             continue
         error_of(client.request(method, concrete(path)), 401, "unauthorized")
         error_of(client.request(method, concrete(path), headers={"X-API-Key": "ek_wrong"}), 401, "invalid_key")
-        reads = ("/store/items/search", "/v1/search", "/store/namespaces", "/v1/context")  # POST, read scope
+        reads = ("/store/items/search", "/v1/search", "/store/namespaces", "/v1/context", "/v1/items/lookup")
         if method != "GET" and path not in reads:
-            error_of(client.request(method, concrete(path), json={}, headers=reader), 403, "missing_scope")
+            error_of(client.request(method, concrete(path), json={}, headers=reader), 403, "missing_scope")  # writes
 
 
 def test_errors_oversized_bodies_are_413_before_parsing() -> None:
