@@ -26,6 +26,7 @@ from typing import Any
 
 from engram.embed.tokens import TokenCounter, token_counter
 from engram.errors import InvalidInputError
+from engram.index.embedtext import memory_text
 from engram.store.item import Item, SearchResults
 from engram.store.operations import Mode, When
 
@@ -35,8 +36,6 @@ BUDGET_TOKENS = 1000
 CANDIDATES = 50
 MAX_BUDGET_TOKENS = 1_000_000
 MAX_CANDIDATES = 1000
-#: The value fields a memory's text is read from, in order.
-TEXT_FIELDS = ("text", "content", "memory")
 #: How many writer memories on one subject are looked at to find the newest.
 SUBJECT_SCAN = 50
 
@@ -232,10 +231,9 @@ def _newest(search: Search, item: Item, subject: str, filter: Mapping[str, Any] 
 
 
 def _text(value: Mapping[str, Any]) -> str:
-    for name in TEXT_FIELDS:
-        text = value.get(name)
-        if isinstance(text, str) and text.strip():
-            return " ".join(text.split())
+    text = memory_text(value)  # the same text search embeds
+    if text is not None:
+        return " ".join(text.split())
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str)
 
 
