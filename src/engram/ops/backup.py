@@ -10,9 +10,10 @@ next prune removes it.
 holding it and every pack whose index cannot be read; ``create_backup(thorough=True)`` (automatic when the remote
 has such a pack) reads back what is there and re-sends what is missing or corrupt. ``restore`` checks every
 chunk as it copies and refuses a damaged backup before writing anything (:class:`IntegrityError`), then checks
-the store as ``fsck`` does with each chunk hashed once (:func:`check_restored`); ``prune`` drops backups past a retention rule, then sweeps the chunks that no kept backup
-(nor any other ref of the remote) reaches, parents before children so that an interrupted sweep never leaves a
-chunk without what it refers to, re-reading the refs after marking. Backups share the remote's lease
+the store as ``fsck`` does with each chunk hashed once (:func:`check_restored`); ``prune`` drops backups past a
+retention rule, then sweeps the chunks that no kept backup (nor any other ref of the remote) reaches, parents
+before children so that an interrupted sweep never leaves a chunk without what it refers to, re-reading the refs
+after marking. Backups share the remote's lease
 (:mod:`engram.ops.remotes.lease`) and a prune holds it alone, so a sweep never runs beside a backup.
 """
 
