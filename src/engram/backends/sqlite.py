@@ -1,7 +1,7 @@
 """SQLite backend: the embedded default. One file, WAL, durable commits, safe for many processes.
 
 Chunks of 3 KB or more are stored compressed when that saves at least 10%: one zstd frame each (the codec
-of remotes, :mod:`engram.backends.compression`, without a dictionary), about four times cheaper to write than
+of remotes, :mod:`engram.backends.compression`, without a dictionary), about three times cheaper to write than
 the zlib (level 1) of earlier versions, whose chunks still read. Reads return the original bytes.
 
 Durability by order: chunk writes commit without fsync (``synchronous=NORMAL``); a ref change
