@@ -60,15 +60,17 @@ def iter_reachable(
     start: set[ChunkId],
     verify: bool = False,
     problems: dict[str, list[str]] | None = None,
+    seen: set[ChunkId] | None = None,
 ) -> Iterator[tuple[ChunkId, str]]:
     """Yield (id, kind) of every chunk reachable from ``start`` (commits, their parents and trees). With
-    ``problems``, missing and corrupt chunks are recorded there instead of raising.
+    ``problems``, missing and corrupt chunks are recorded there instead of raising. ``seen``: chunks the walk
+    neither reads nor goes below (checked otherwise); the walk adds what it reaches to it.
 
     The walk goes wave by wave (each wave: the chunks the last one refers to), reading the next batch of a wave
     on another thread while this one checks and decodes the current batch (a store's reads and
     decompression overlap the hashing). Nodes are decoded from the bytes read (``nodes`` is not consulted)."""
-    seen: set[ChunkId] = set()
-    wave = list(dict.fromkeys(start))
+    seen = set() if seen is None else seen
+    wave = [cid for cid in dict.fromkeys(start) if cid not in seen]
     with ThreadPoolExecutor(1, thread_name_prefix="engram-walk") as reader:
         while wave:
             seen.update(wave)

@@ -26,6 +26,10 @@ def now_ms() -> int:
 class ChunkStore(ABC):
     """Immutable chunks, each named by the hash of its bytes. ``put_many`` is idempotent."""
 
+    #: True when ``get_many`` returns only chunks whose bytes hash to their id and raises
+    #: :class:`~engram.errors.IntegrityError` for a corrupt one: a reader need not hash what it returns again.
+    checks_reads: bool = False
+
     @abstractmethod
     def get_many(self, ids: Iterable[ChunkId]) -> dict[ChunkId, bytes]:
         """Return the chunks that exist among ``ids``; missing ids are absent from the result."""

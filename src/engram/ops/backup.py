@@ -9,10 +9,11 @@ next prune removes it.
 ``verify`` reads back every chunk a backup reaches and checks its hash, naming each bad chunk, the objects
 holding it and every pack whose index cannot be read; ``create_backup(thorough=True)`` (automatic when the remote
 has such a pack) reads back what is there and re-sends what is missing or corrupt. ``restore`` checks every
-chunk as it copies and refuses a damaged backup before writing anything (:class:`IntegrityError`), then runs a
-full ``fsck`` there; ``prune`` drops backups past a retention rule, then sweeps the chunks that no kept backup
-(nor any other ref of the remote) reaches, parents before children so that an interrupted sweep never leaves a
-chunk without what it refers to, re-reading the refs after marking. Backups share the remote's lease
+chunk as it copies and refuses a damaged backup before writing anything (:class:`IntegrityError`), then checks
+the store as ``fsck`` does with each chunk hashed once (:func:`check_restored`); ``prune`` drops backups past a
+retention rule, then sweeps the chunks that no kept backup (nor any other ref of the remote) reaches, parents
+before children so that an interrupted sweep never leaves a chunk without what it refers to, re-reading the refs
+after marking. Backups share the remote's lease
 (:mod:`engram.ops.remotes.lease`) and a prune holds it alone, so a sweep never runs beside a backup.
 """
 
@@ -330,17 +331,40 @@ def restore_backup(
     remote: Remote, backup: Backup, target: Repository, *, force: bool = False, actor: str = "engram",
     progress: Progress | None = None,
 ) -> RestoreReport:  # fmt: skip
-    """Copy ``backup`` into ``target`` (a fresh store, unless ``force``), then ``fsck`` the whole store (the
-    report's plan is what was done: :func:`plan_restore` is the dry run). Every chunk is checked as it is read:
-    a damaged backup raises :class:`IntegrityError` (or :class:`ChunkNotFoundError`) before anything is written
-    or any ref moves."""
+    """Copy ``backup`` into ``target`` (a fresh store, unless ``force``), then check the whole store
+    (:func:`check_restored`; the report's plan is what was done: :func:`plan_restore` is the dry run). Every chunk
+    is checked as it is read: a damaged backup raises :class:`IntegrityError` (or :class:`ChunkNotFoundError`)
+    before anything is written or any ref moves."""
     changes = {ref: (target.refs.get(ref), cid) for ref, cid in backup.refs.items()}
     transfer = clone_into(target, remote.chunks, remote.refs, refs=dict(backup.refs), force=force, actor=actor,
                           progress=progress)  # fmt: skip
-    fsck = target.fsck()
-    commits = {c.id for ref, cid in backup.refs.items() if not ref.startswith("meta/") for c in target.iter_log(cid)}
-    plan = RestorePlan(backup, len(commits), transfer.chunks, transfer.bytes, changes)
+    fsck, commits = check_restored(target, transfer)
+    plan = RestorePlan(backup, commits, transfer.chunks, transfer.bytes, changes)
     return RestoreReport(plan, transfer, fsck)
+
+
+def check_restored(target: Repository, transfer: TransferReport) -> tuple[FsckReport, int]:
+    """What ``fsck`` proves of ``target`` after a copy into it, each chunk hashed once: (the report, how many
+    commits the copy reaches).
+
+    The chunks the copy wrote were each decoded and hashed as they were read from the remote (a bad one refused
+    the copy before any write): here they are only confirmed present by id, not read back and hashed again. The
+    rest, what the target had before (where the copy stopped, every ref and reflog entry of the target), is read
+    and hashed as fsck does, down to the chunks the copy wrote."""
+    written = set(transfer.written)
+    problems: dict[str, list[str]] = {"missing": [], "corrupt": []}
+    listed = transfer.written
+    for i in range(0, len(listed), READ_BATCH):
+        problems["missing"].extend(cid.hex() for cid in target.chunks.has_many(listed[i : i + READ_BATCH]))
+    counts = {"commit": transfer.commits, "node": len(written) - transfer.commits}
+    seen = set(written)
+    for _, kind in iter_reachable(target.chunks, target.nodes, set(transfer.had), True, problems, seen):
+        counts[kind] += 1  # under the copy's stops: part of what it reaches
+    commits = counts["commit"]
+    start, _ = roots(target.refs)
+    for _, kind in iter_reachable(target.chunks, target.nodes, start, True, problems, seen):
+        counts[kind] += 1
+    return FsckReport(counts["commit"], counts["node"], problems["missing"], problems["corrupt"]), commits
 
 
 @dataclass(frozen=True)
@@ -427,6 +451,7 @@ __all__ = [
     "RestorePlan",
     "RestoreReport",
     "VerifyReport",
+    "check_restored",
     "create_backup",
     "default_name",
     "get_backup",

@@ -105,6 +105,8 @@ class BucketChunkStore(ChunkStore):
     ones rewrites the pack without it (the new pack first, then the old one is removed).
     """
 
+    checks_reads = True  # every copy read is decoded and hashed (:meth:`read_checked`)
+
     def __init__(self, bucket: Bucket, *, pack_bytes: int = PACK_BYTES) -> None:
         self.bucket = bucket
         self.pack_bytes = pack_bytes

@@ -58,11 +58,16 @@ Progress = Callable[[str, int, int | None], None]
 
 @dataclass
 class TransferReport:
-    """What a copy did: chunks and bytes copied, chunks the receiving side already had, and the refs."""
+    """What a copy did: chunks and bytes copied, chunks the receiving side already had, and the refs; the ids of
+    the chunks written (``written``, each hash-checked as it was read from the sending side; ``commits`` of them
+    are commits) and of those the walk found there already (``had``: not read, nor gone below)."""
 
     chunks: int = 0
     bytes: int = 0
     present: int = 0
+    commits: int = 0
+    written: list[ChunkId] = field(default_factory=list, repr=False)
+    had: list[ChunkId] = field(default_factory=list, repr=False)
     updated: dict[str, tuple[ChunkId | None, ChunkId]] = field(default_factory=dict)
     unchanged: list[str] = field(default_factory=list)
     rejected: dict[str, str] = field(default_factory=dict)
@@ -80,6 +85,7 @@ class _Plan:
     held: dict[ChunkId, bytes] = field(default_factory=dict)
     held_bytes: int = 0
     present: int = 0
+    had: list[ChunkId] = field(default_factory=list)
     bytes: int = 0
     missing: list[ChunkId] = field(default_factory=list)
     corrupt: list[ChunkId] = field(default_factory=list)
@@ -95,7 +101,8 @@ class _Plan:
 class CopyPlan:
     """The chunks a copy must write, in ``groups`` to write in turn (children before parents), the bytes of those
     kept in memory (``held``), how many reachable chunks the target already had, the bytes to write, and the
-    chunks the source lacks (``missing``) or holds with bytes that do not hash to their id (``corrupt``)."""
+    chunks the source lacks (``missing``) or holds with bytes that do not hash to their id (``corrupt``), the
+    chunks the walk found in the target (``had``) and how many of those to write are commits."""
 
     groups: list[list[ChunkId]]
     held: dict[ChunkId, bytes]
@@ -103,6 +110,8 @@ class CopyPlan:
     bytes: int
     missing: list[ChunkId] = field(default_factory=list)
     corrupt: list[ChunkId] = field(default_factory=list)
+    had: list[ChunkId] = field(default_factory=list)
+    commits: int = 0
 
     @property
     def ok(self) -> bool:
@@ -146,6 +155,7 @@ def plan_copy(
         asked = wave if thorough else [cid for cid in wave if cid not in known]
         missing = _absent(target, asked) if thorough else target.has_many(asked)
         plan.present += len(wave) - len(missing)
+        plan.had.extend(cid for cid in wave if cid not in missing)
         # a present commit still leads to its parents: commits are written all at once, so one may be there
         # without its parent after an interrupted copy (up to the known ones, whose history is complete)
         descend = asked if thorough else [cid for cid in asked if cid in missing or cid in commitish]
@@ -171,7 +181,8 @@ def plan_copy(
             if progress is not None:
                 progress("finding", examined, None)
         wave = [cid for cid in dict.fromkeys(following) if cid not in seen]
-    return CopyPlan(plan.order(), plan.held, plan.present, plan.bytes, plan.missing, plan.corrupt)
+    return CopyPlan(plan.order(), plan.held, plan.present, plan.bytes, plan.missing, plan.corrupt, plan.had,
+                    len(plan.commits))  # fmt: skip
 
 
 def prefetched(read: Callable[[list[ChunkId]], T], batches: list[list[ChunkId]]) -> Iterator[T]:
@@ -191,7 +202,8 @@ def prefetched(read: Callable[[list[ChunkId]], T], batches: list[list[ChunkId]])
 
 def read_checked(store: ChunkStore, ids: list[ChunkId]) -> tuple[dict[ChunkId, bytes], set[ChunkId]]:
     """(the chunks of ``ids`` that ``store`` holds with bytes that hash to their id, those it holds corrupt); a
-    store that checks on read raises for a corrupt chunk: the batch is halved until it is isolated."""
+    store that checks on read raises for a corrupt chunk: the batch is halved until it is isolated. What such a
+    store returns was hashed as it was read (:attr:`ChunkStore.checks_reads`): it is not hashed again."""
     try:
         found = store.get_many(ids)
     except IntegrityError:
@@ -200,6 +212,8 @@ def read_checked(store: ChunkStore, ids: list[ChunkId]) -> tuple[dict[ChunkId, b
         first, first_bad = read_checked(store, ids[: len(ids) // 2])
         second, second_bad = read_checked(store, ids[len(ids) // 2 :])
         return {**first, **second}, first_bad | second_bad
+    if store.checks_reads:
+        return found, set()
     bad = {cid for cid, data in found.items() if chunk_id(data) != cid}
     return {cid: data for cid, data in found.items() if cid not in bad}, bad
 
@@ -270,7 +284,7 @@ def copy_chunks(
     plan = plan_copy(source, target, starts, thorough=thorough, known=known, progress=progress)
     plan.refuse()
     held, total = plan.held, plan.chunks
-    report = TransferReport(present=plan.present)
+    report = TransferReport(present=plan.present, commits=plan.commits, had=plan.had)
 
     def write(batch: list[ChunkId]) -> int:
         chunks = {cid: held[cid] for cid in batch if cid in held}
@@ -292,6 +306,7 @@ def copy_chunks(
             for batch, size in zip(batches, pool.map(write, batches), strict=True):  # a group's batches at once
                 report.chunks += len(batch)
                 report.bytes += size
+                report.written.extend(batch)
                 if progress is not None:
                     progress("copying", report.chunks, total)
     return report
