@@ -43,7 +43,8 @@ TIME_FIELDS = ("date", "time", "timestamp", "datetime")
 #: Weight of the time match in the score (a hybrid similarity is in [0, 1)), and the days outside a window at which
 #: the match halves: chosen together by cross-validation over LoCoMo and the generated chats (split by conversation,
 #: 2 and 5 folds; ``bench_retrieval.py --cv-time --chats``, benchmarks/RESULTS.md). LoCoMo alone prefers 0.2-0.3,
-#: where the chats lose: a habit ("on Thursday nights") reads as a date there, and a strong boost buries its answer.
+#: where the chats lose: "on Thursday nights" or "after the spring" reads as a date, and a strong boost buries the
+#: answer.
 TIME_WEIGHT = 0.05
 HALF_LIFE_DAYS = 7.0
 #: Candidates rescored at first, and at most.
