@@ -12,7 +12,9 @@ p50 latency of each (``--questions N`` takes N questions spread evenly over the 
 
 ``--when auto`` runs every mode and profile twice, without and with ``when="auto"`` (time expressions in the question
 favour turns of matching session dates; each question's reference time is its conversation's last session), and
-reports how many questions hold a time expression and what parsing costs per query.
+reports how many questions hold a time expression and what parsing costs per query (with ``--chats``, the
+generated data set too). ``--cv-time`` chooses ``when="auto"``'s constants (``TIME_WEIGHT``, ``HALF_LIFE_DAYS``) by
+cross-validation over ``--time-weights`` x ``--half-lives`` (retrieval_cv_time.py).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 
 import memory_chats
 import retrieval_cv
+import retrieval_cv_time
 
 import engram
 from engram.store.timeq import parse_time
@@ -104,7 +107,10 @@ def evaluate(
     sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     counts: dict[str, int] = defaultdict(int)
     latencies: list[float] = []
+    cache = mem.pool.query_cache
     for item in questions:
+        if cache is not None:
+            cache.clear()  # each search timed as asked for the first time: not a hit of an earlier run's search
         start = time.perf_counter()
         results = mem.search(item["ns"], item["q"], limit=10, mode=mode, profile=profile,  # type: ignore[arg-type]
                              when=when, reference_time=item["reference"] if when else None)  # fmt: skip
@@ -114,10 +120,18 @@ def evaluate(
             counts[group] += 1
             for name, value in scores.items():
                 sums[group][name] += value
+    # the p50 of questions with and without a time expression apart: only the first pay for the time stage
+    timed = [parse_time(item["q"], item["reference"]).windows != () for item in questions]
+    split = {f"p50_ms_{name}": 1000 * _median([t for t, w in zip(latencies, timed, strict=True) if w == want])
+             for name, want in (("time", True), ("no_time", False))}  # fmt: skip
     latencies.sort()
     table = {g: {m: v / counts[g] for m, v in sums[g].items()} | {"n": counts[g]} for g in sums}
     label = profile if when is None else f"{profile}, when={when}"
-    return {"mode": mode, "profile": label, "p50_ms": 1000 * latencies[len(latencies) // 2], "results": table}
+    return {"mode": mode, "profile": label, "p50_ms": 1000 * latencies[len(latencies) // 2], "results": table} | split
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2] if values else math.nan
 
 
 def parse_cost(questions: list[dict[str, Any]]) -> dict[str, Any]:
@@ -129,7 +143,7 @@ def parse_cost(questions: list[dict[str, Any]]) -> dict[str, Any]:
         parsed = parse_time(item["q"], item["reference"])
         timings.append(time.perf_counter() - start)
         if parsed.windows:
-            for group in ("all", CATEGORIES[item["category"]]):
+            for group in ("all", CATEGORIES.get(item["category"], item["category"])):
                 found[group] += 1
     timings.sort()
     at = {f"p{p}_ms": 1000 * timings[min(len(timings) - 1, len(timings) * p // 100)] for p in (50, 90, 99)}
@@ -211,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cv-folds", default="2,5", help="fold counts of --cv, split by conversation")
     parser.add_argument("--cv-latency", default=None, help="with --cv: p50 of the hybrid search at these keyword "
                         "weights (e.g. 0.8,0.6), interleaved question by question")  # fmt: skip
+    parser.add_argument("--cv-time", action="store_true", help="cross-validate when='auto''s time constants")
+    parser.add_argument("--time-weights", default="0.05,0.1,0.15,0.2,0.25,0.3,0.4", help="weights tried by --cv-time")
+    parser.add_argument("--half-lives", default="1,3,7,14,30", help="half-lives (days) tried by --cv-time")
     args = parser.parse_args(argv)
     fields = ("text",) if args.fields == "text" else None
     if not args.data.exists():
@@ -232,6 +249,15 @@ def main(argv: list[str] | None = None) -> int:
         extra["chats"] = (chats, load(memory_chats.generate(), chats, fields)[0])
         chats.search(("locomo",), "warm up")
         chats.flush_index()
+    if args.cv_time:
+        stores = {"locomo": (mem, questions), **extra}
+        grid = retrieval_cv_time.parse_pairs(args.time_weights, args.half_lives)
+        found = retrieval_cv_time.run(stores, grid, [int(k) for k in args.cv_folds.split(",")], metrics,
+                                      lambda line: print(line, file=sys.stderr))  # fmt: skip
+        out = args.out.with_name("retrieval_cv_time.json") if args.out.name == "retrieval.json" else args.out
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(found, indent=2, default=str))
+        return 0
     if args.cv:
         stores = {"locomo": (mem, questions), **extra}
         folds = [int(k) for k in args.cv_folds.split(",")]
@@ -262,16 +288,18 @@ def main(argv: list[str] | None = None) -> int:
             run = evaluate(mem, questions, mode, profile, when)
             runs.append(run)
             for name, (other, asked) in extra.items():
-                runs.append(evaluate(other, asked, mode, profile) | {"mode": f"{mode} [{name}]"})
+                runs.append(evaluate(other, asked, mode, profile, when) | {"mode": f"{mode} [{name}]"})
             overall = run["results"]["all"]
             print(f"{mode:>8} {run['profile']:>10}: recall@5 {overall['recall@5']:.3f} "
                   f"recall@10 {overall['recall@10']:.3f} nDCG@10 {overall['ndcg@10']:.3f}  p50 {run['p50_ms']:.1f} ms",
                   file=sys.stderr)  # fmt: skip
     print_table(runs)
     cost = parse_cost(questions) if args.when else None
-    if cost is not None:
-        print(f"\ntime expressions: {cost['with_time_expression']}; parse per question p50 {cost['p50_ms']:.3f} ms, "
-              f"p90 {cost['p90_ms']:.3f} ms, p99 {cost['p99_ms']:.3f} ms, max {cost['max_ms']:.1f} ms")  # fmt: skip
+    for name, (_, asked) in {"locomo": (mem, questions), **extra}.items() if args.when else ():
+        each = parse_cost(asked)
+        print(f"\n{name}: time expressions: {each['with_time_expression']}; parse per question p50 "
+              f"{each['p50_ms']:.3f} ms, p90 {each['p90_ms']:.3f} ms, p99 {each['p99_ms']:.3f} ms, "
+              f"max {each['max_ms']:.1f} ms")  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"questions": len(questions), "dropped": dropped, "runs": runs, "parse": cost},
                                    indent=2))  # fmt: skip
@@ -280,14 +308,16 @@ def main(argv: list[str] | None = None) -> int:
 
 def print_table(runs: list[dict[str, Any]]) -> None:
     """Markdown tables: overall per mode/profile, then per category for each run."""
-    print("| mode | profile | recall@5 | recall@10 | nDCG@10 | p50 ms |\n|---|---|---|---|---|---|")
+    print("| mode | profile | recall@5 | recall@10 | nDCG@10 | p50 ms | p50 ms, questions with / without a time "
+          "expression |\n|---|---|---|---|---|---|---|")  # fmt: skip
     for run in runs:
         r = run["results"]["all"]
         print(f"| {run['mode']} | {run['profile']} | {r['recall@5']:.3f} | {r['recall@10']:.3f} | "
-              f"{r['ndcg@10']:.3f} | {run['p50_ms']:.1f} |")  # fmt: skip
+              f"{r['ndcg@10']:.3f} | {run['p50_ms']:.1f} | "
+              f"{run['p50_ms_time']:.1f} / {run['p50_ms_no_time']:.1f} |")  # fmt: skip
     print("\n| mode | profile | category | n | recall@10 | nDCG@10 |\n|---|---|---|---|---|---|")
     for run in runs:
-        for group in (*CATEGORIES.values(), *memory_chats.KINDS):
+        for group in dict.fromkeys((*CATEGORIES.values(), *memory_chats.KINDS)):
             r = run["results"].get(group)
             if r:
                 print(f"| {run['mode']} | {run['profile']} | {group} | {r['n']} | {r['recall@10']:.3f} | "

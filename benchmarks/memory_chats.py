@@ -13,8 +13,13 @@ and questions are asked about them in the third person:
 - **evidence**: the user turns that state the fact (both turns for a fact that changed).
 
 Each question has a kind: ``lexical`` (shares a content word with its evidence), ``paraphrase`` (shares none: only
-meaning links them) or ``update`` (the fact changed; both statements are evidence). Memories are stored like
-LoCoMo's turns (``"user: text"``, with the session's date), one namespace per user.
+meaning links them), ``update`` (the fact changed; both statements are evidence) or ``temporal`` (about a request
+the user made in several sessions, asked with a time: "What did I ask you about compound interest in March?", "...
+on 5 March?", "... three weeks ago?"; the evidence is the request's turns whose session date falls in that day, that
+month, or the calendar week, Monday to Sunday, holding the day that many weeks before the question's date, which is
+the user's last session). Memories are stored like LoCoMo's turns (``"user: text"``, with the session's date), one
+namespace per user. The temporal questions draw from a generator of their own, so the turns and the other
+questions are the same bytes as before they were added.
 
     python benchmarks/memory_chats.py [--users 20] [--seed 7]     # prints counts per kind
 """
@@ -50,7 +55,7 @@ INSTRUMENTS = ["cello", "ukulele", "drums", "trumpet", "harp", "saxophone"]
 MONTHS = ["March", "April", "June", "August", "September", "October"]
 TEAMS = ["the Celtics", "Arsenal", "the Yankees", "Bayern", "the Packers", "the Lakers"]
 #: The kinds of question (LoCoMo's categories here).
-KINDS = ("lexical", "paraphrase", "update")
+KINDS = ("lexical", "paraphrase", "update", "temporal")
 DRINKS = ["oat milk flat whites", "green tea", "cold brew", "chai", "decaf espresso"]
 
 
@@ -173,6 +178,18 @@ REQUESTS = [
     "What's a polite way to remind a client about an unpaid invoice?",
     "Recommend a beginner workout plan for three days a week.",
 ]
+#: What each of :data:`REQUESTS` is about, as the user recalls it in a temporal question.
+TOPICS = [
+    "the email to my landlord", "a weekly budget spreadsheet", "my Python script's KeyError", "a team offsite",
+    "boiling eggs", "the four-day work week", "a Roth IRA", "a stretching routine", "red wine on a shirt",
+    "a coworker's birthday message", "history podcasts", "declining a meeting", "compound interest",
+    "my cover letter", "houseplants for low light", "packing for a hiking trip", "a recurring reminder",
+    "a bread recipe", "burnout", "a surprise dinner", "watering a fiddle leaf fig", "SQL joins",
+    "an unpaid invoice", "a beginner workout plan",
+]  # fmt: skip
+#: Temporal questions per user, of each form (a day, a month, weeks ago).
+TEMPORAL_PER_FORM = 2
+COUNTS = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"]
 ANSWERS = [
     "Sure, here is a draft you can adapt: start with a friendly greeting, state the problem clearly, say when it "
     "started and what you need, and close by proposing a time that works for you.",
@@ -199,6 +216,43 @@ def _kind(question: str, fact: Fact) -> str:
     return "lexical" if shared else "paraphrase"
 
 
+def _temporal(
+    rng: random.Random, asked: dict[str, list[tuple[datetime, str]]], reference: datetime
+) -> list[dict[str, Any]]:
+    """One user's temporal questions: ``asked`` maps each request to its (session date, turn id)s; ``reference``
+    is the question's date. Only requests asked in two sessions or more, and windows holding some of them (not all):
+    the time is what tells them apart."""
+
+    def week_of(day: datetime) -> tuple[int, int]:
+        return day.isocalendar()[:2]
+
+    out: list[dict[str, Any]] = []
+    repeated = sorted(r for r, seen in asked.items() if len({d.date() for d, _ in seen}) > 1)
+    for request in rng.sample(repeated, len(repeated)):
+        seen = asked[request]
+        topic = TOPICS[REQUESTS.index(request)]
+        at = rng.choice(seen)[0]
+        weeks = (reference.date() - at.date()).days // 7
+        back = reference - timedelta(weeks=weeks)
+        options = [
+            ("day", f"What did I ask you about {topic} on {at.day} {at:%B}?", lambda d, a=at: d.date() == a.date()),
+            ("month", f"What did I ask you about {topic} in {at:%B}?",
+             lambda d, a=at: (d.year, d.month) == (a.year, a.month)),
+            ("weeks", f"What did I ask you about {topic} {COUNTS[weeks - 1] if 0 < weeks <= 12 else ''} weeks ago?",
+             lambda d, b=back: week_of(d) == week_of(b)),
+        ]  # fmt: skip
+        form, question, inside = options[len(out) % 3]
+        if form == "weeks" and not 1 < weeks <= 12:
+            continue
+        evidence = [dia for d, dia in seen if inside(d)]
+        if not evidence or len(evidence) == len(seen):
+            continue
+        out.append({"question": question, "evidence": evidence, "category": "temporal"})
+        if len(out) == 3 * TEMPORAL_PER_FORM:
+            break
+    return out
+
+
 def generate(users: int = 20, seed: int = 7, sessions: int = 24) -> list[dict[str, Any]]:
     """The data set: per user, its sessions of turns and its questions (LoCoMo's shape: ``conversation`` with
     ``session_<n>`` lists of ``{speaker, dia_id, text}`` and ``session_<n>_date_time``; ``qa`` with ``question``,
@@ -216,6 +270,7 @@ def generate(users: int = 20, seed: int = 7, sessions: int = 24) -> list[dict[st
                 placed.append((rng.randrange(0, sessions), negative, fact, -1))
         conv: dict[str, Any] = {"speaker_a": "user", "speaker_b": "assistant"}
         evidence: dict[int, list[str]] = {}
+        asked: dict[str, list[tuple[datetime, str]]] = {}  # request: (session date, turn id) of each time asked
         start = datetime(2024, 1, 8, 9, 30) + timedelta(days=3 * u)
         for s in range(1, sessions + 1):
             turns: list[tuple[str, str]] = []
@@ -227,14 +282,16 @@ def generate(users: int = 20, seed: int = 7, sessions: int = 24) -> list[dict[st
             for _, text, _fact, _n in mine:
                 turns.insert(rng.randrange(0, len(turns) + 1), ("user", text))
             session = []
+            when = start + timedelta(days=9 * (s - 1), hours=rng.randint(0, 9))
             for t, (speaker, text) in enumerate(turns, 1):
                 dia = f"D{s}:{t}"
                 session.append({"speaker": speaker, "dia_id": dia, "text": text})
+                if speaker == "user" and text in REQUESTS:
+                    asked.setdefault(text, []).append((when, dia))
                 for _, said, fact, n in mine:
                     if said == text and n >= 0:
                         evidence.setdefault(id(fact), []).append(dia)
             conv[f"session_{s}"] = session
-            when = start + timedelta(days=9 * (s - 1), hours=rng.randint(0, 9))
             clock = f"{when:%-I:%M} {when:%p}".lower()
             conv[f"session_{s}_date_time"] = f"{clock} on {when.day} {when:%B}, {when.year}"  # LoCoMo's form
         qa = []
@@ -242,6 +299,7 @@ def generate(users: int = 20, seed: int = 7, sessions: int = 24) -> list[dict[st
             found = evidence.get(id(fact), [])
             for question, _ in fact.questions:
                 qa.append({"question": question, "evidence": found, "category": _kind(question, fact)})
+        qa += _temporal(random.Random(f"temporal-{seed}-{u}"), asked, when)  # asked on the last session's date
         out.append({"sample_id": f"user-{u + 1:02d}", "conversation": conv, "qa": qa})
     return out
 

@@ -18,12 +18,11 @@ DEFAULT_WEIGHTS = (KEYWORD_WEIGHT, SEMANTIC_WEIGHT)
 
 #: (keyword, semantic) weights by model name. MiniLM: 0.55 / 0.45, chosen by cross-validation on LoCoMo (split by
 #: conversation) and a generated assistant-chat data set (benchmarks/bench_retrieval.py --cv --chats; ADR 0002,
-#: second amendment). all-mpnet-base-v2: 0.5 / 0.5, measured on LoCoMo through engram (recall@10 0.712 against
-#: 0.682 with 0.8 / 0.2; ADR 0002, amendment).
+#: second amendment). all-mpnet-base-v2: 0.45 / 0.55, by the same cross-validation (ADR 0002, third amendment).
 FUSION_WEIGHTS = MappingProxyType(
     {
         "all-MiniLM-L6-v2": (0.55, 0.45),
-        "all-mpnet-base-v2": (0.5, 0.5),
+        "all-mpnet-base-v2": (0.45, 0.55),
     }
 )
 

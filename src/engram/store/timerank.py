@@ -40,10 +40,12 @@ First = Callable[[SearchOp], SearchResults]
 
 #: Value fields read, in order, for an item's time (else its ``created_at``).
 TIME_FIELDS = ("date", "time", "timestamp", "datetime")
-#: Weight of the time match in the score (a hybrid similarity is in [0, 1)). On LoCoMo, recall@10 gains were flat
-#: from 0.15 to 0.3 (0.1 gained less); 0.15 is the low end of that plateau (benchmarks/RESULTS.md).
-TIME_WEIGHT = 0.15
-#: Days outside a window at which the match halves.
+#: Weight of the time match in the score (a hybrid similarity is in [0, 1)), and the days outside a window at which
+#: the match halves: chosen together by cross-validation over LoCoMo and the generated chats (split by conversation,
+#: 2 and 5 folds; ``bench_retrieval.py --cv-time --chats``, benchmarks/RESULTS.md). LoCoMo alone prefers 0.2-0.3,
+#: where the chats lose: "on Thursday nights" or "after the spring" reads as a date, and a strong boost buries the
+#: answer.
+TIME_WEIGHT = 0.05
 HALF_LIFE_DAYS = 7.0
 #: Candidates rescored at first, and at most.
 CANDIDATES = 100
