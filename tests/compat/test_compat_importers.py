@@ -10,6 +10,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -149,6 +150,7 @@ def langgraph_postgres(postgres_url: str) -> Iterator[str]:
         with PostgresStore.from_conn_string(url) as store:
             store.setup()
             store.put(("users", "alice"), "prefs", {"theme": "dark"})
+            time.sleep(0.01)  # the update comes a moment later (engram keeps milliseconds; PostgreSQL microseconds)
             store.put(("users", "alice"), "prefs", {"theme": "darker"})  # an update: created_at stays
             store.put(("users", "bob"), "prefs", {"theme": "light"}, ttl=30)
             store.put(("team", "infra", "runbooks"), "db", {"steps": ["restart", "check"]})

@@ -66,6 +66,14 @@ def _put(world: World, target: str, v1: bool = True) -> dict[str, Any]:
     return {"json": body}
 
 
+def _lookup(world: World, target: str) -> dict[str, Any]:
+    ns, key, branch = _ns(world, target)
+    body: dict[str, Any] = {"items": [{"namespace": ns, "key": key}]}
+    if branch:
+        body["branch"] = branch
+    return {"json": body}
+
+
 #: A query whose words are every target's marker: a read-back that can leak one would find it.
 _EVERY_MARKER = " ".join(MARKERS.values())
 
@@ -98,6 +106,10 @@ ROUTES: dict[tuple[str, str], Entry] = {
     ("POST", "/v1/search"): Entry("scan", "read", lambda w, k, t: ("/v1/search", {"json": {"limit": 1000}})),
     ("POST", "/v1/context"): Entry(
         "scan", "read", lambda w, k, t: ("/v1/context", {"json": {"query": _EVERY_MARKER, "budget_tokens": 5000}})
+    ),
+    ("POST", "/v1/items/lookup"): Entry("item", "read", lambda w, k, t: ("/v1/items/lookup", _lookup(w, t))),
+    ("GET", "/v1/sources/items"): Entry(
+        "scan", "read", lambda w, k, t: ("/v1/sources/items", {"params": {"source": "m1", "limit": 1000}})
     ),
     ("GET", "/v1/namespaces"): Entry("scan", "read", lambda w, k, t: ("/v1/namespaces", {})),
     ("GET", "/v1/log"): Entry("scan", "read", lambda w, k, t: ("/v1/log", {"params": {"limit": 200}})),

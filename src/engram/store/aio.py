@@ -366,6 +366,10 @@ class AsyncMemory:
     async def adiff(self, old: Ref, new: Ref = "HEAD", *, namespace: Sequence[str] = ()) -> list[ItemChange]:
         return await self._run(self.memory.diff, old, new, namespace=namespace)  # type: ignore[no-any-return]
 
+    @twin(Memory.diff_sides)
+    async def adiff_sides(self, old: Ref, new: Ref = "HEAD") -> tuple[Commit | None, Commit]:
+        return await self._run(self.memory.diff_sides, old, new)  # type: ignore[no-any-return]
+
     @twin(Memory.history)
     async def ahistory(self, namespace: Sequence[str], key: str, ref: Ref = "HEAD") -> list[Version]:
         return await self._run(self.memory.history, namespace, key, ref)  # type: ignore[no-any-return]
