@@ -32,6 +32,8 @@ ALLOWED_HIDDEN: dict[tuple[str, str], str] = {
     "load only for PostgreSQL stores",
     ("engram.store.connect", "engram.backends.redis"): "redis-py (the redis extra) only with a Redis cache",
     ("engram.embed.onnxrun", "import_module"): "onnxruntime, untyped, loaded with the model on first use",
+    ("engram.embed.mpnetgraph", "import_module"): "onnx (the mpnet extra), untyped, loaded only to export the model "
+    "once",
     ("engram.cli", "import_module"): "each command's module loads when it runs: `engram --help` starts fast",
 }
 
