@@ -27,7 +27,7 @@ import engram
 from engram import codec
 from engram.store import timerank
 from engram.store.operations import SearchOp
-from engram.store.timeq import DAY_MS, TimeWindow
+from engram.store.timerank import match
 
 #: Hits of the first stage rescored (``when="auto"`` rescores 100 at first and widens until the page is provably
 #: the one rescoring every item would give; 400 holds that page at every pair of a grid with weights up to 0.4).
@@ -57,17 +57,6 @@ def signals(mem: engram.Memory, questions: list[dict[str, Any]]) -> list[dict[st
     return out
 
 
-def _match(at: int, window: TimeWindow, half_life: float) -> float:
-    """:func:`engram.store.timerank.match` at another half-life."""
-    if window.start_ms is not None and at < window.start_ms:
-        days = (window.start_ms - at) / DAY_MS
-    elif window.end_ms is not None and at >= window.end_ms:
-        days = (at - window.end_ms) / DAY_MS
-    else:
-        return 1.0
-    return float(0.5 ** min(days / half_life, 1000.0))
-
-
 def ranked(found: dict[str, Any], pair: Pair) -> list[str]:
     """The top 10 keys of one question at ``pair``, as ``when="auto"`` ranks them."""
     weight, half_life = pair
@@ -77,9 +66,9 @@ def ranked(found: dict[str, Any], pair: Pair) -> list[str]:
     weight = weight if boosts else 0.0
     scored = []
     for score, tie, key, at in found["hits"]:
-        if any(_match(at, w, half_life) < 1.0 for w in ranges):
+        if any(match(at, w, half_life) < 1.0 for w in ranges):
             continue
-        best = max((_match(at, w, half_life) for w in boosts), default=0.0)
+        best = max((match(at, w, half_life) for w in boosts), default=0.0)
         scored.append((score + weight * best, tie, key))
     scored.sort(key=lambda entry: (-entry[0], entry[1]))
     return [key for _, _, key in scored[:10]]

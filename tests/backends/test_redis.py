@@ -7,11 +7,12 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
 import redis
+from typical_chunks import CountingStore
 
 from engram.backends import (
     ChunkStore,
@@ -41,19 +42,6 @@ def closed_url() -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"redis://127.0.0.1:{port}/0"
-
-
-class SpyChunkStore(MemoryChunkStore):
-    """A memory chunk store that records the ids each ``get_many`` asked for."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.reads: list[ChunkId] = []
-
-    def get_many(self, ids: Iterable[ChunkId]) -> dict[ChunkId, bytes]:
-        wanted = list(ids)
-        self.reads.extend(wanted)
-        return super().get_many(wanted)
 
 
 class SpyRefStore(ForwardingRefStore):
@@ -183,7 +171,7 @@ class TestRedisRefCacheWithRedisDown(RefStoreContract):
 
 
 def test_chunk_cache_serves_second_read_from_redis(client: redis.Redis, prefix: str) -> None:
-    inner = SpyChunkStore()
+    inner = CountingStore()
     cid = inner.put(b"remember me")  # stored behind the cache: Redis does not have it yet
     cache = RedisChunkCache(inner, client, prefix=prefix)
     assert cache.get(cid) == b"remember me"
@@ -196,7 +184,7 @@ def test_chunk_cache_serves_second_read_from_redis(client: redis.Redis, prefix: 
 def test_chunk_cache_is_shared_between_processes(client: redis.Redis, prefix: str) -> None:
     writer = RedisChunkCache(MemoryChunkStore(), client, prefix=prefix)
     cid = writer.put(b"shared")
-    reader_inner = SpyChunkStore()  # another server's view of the same database
+    reader_inner = CountingStore()  # another server's view of the same database
     reader_inner.put_many({cid: b"shared"})
     reader = RedisChunkCache(reader_inner, client, prefix=prefix)
     assert reader.get(cid) == b"shared"
@@ -212,7 +200,7 @@ def test_chunk_cache_keeps_repositories_apart(client: redis.Redis, prefix: str) 
 
 
 def test_chunk_cache_skips_large_chunks(client: redis.Redis, prefix: str) -> None:
-    inner = SpyChunkStore()
+    inner = CountingStore()
     cache = RedisChunkCache(inner, client, prefix=prefix, max_value_bytes=100)
     small, big = cache.put(b"s" * 100), cache.put(b"b" * 101)
     assert cache.get_many([small, big]) == {small: b"s" * 100, big: b"b" * 101}
@@ -220,7 +208,7 @@ def test_chunk_cache_skips_large_chunks(client: redis.Redis, prefix: str) -> Non
 
 
 def test_chunk_cache_ignores_and_repairs_corrupt_entries(client: redis.Redis, prefix: str) -> None:
-    inner = SpyChunkStore()
+    inner = CountingStore()
     cache = RedisChunkCache(inner, client, prefix=prefix)
     cid = cache.put(b"true bytes")
     client.set(f"{prefix}default:c:{cid.hex()}", b"poison")
@@ -333,7 +321,7 @@ def test_outage_falls_through_logs_once_and_reconnects(
 ) -> None:
     caplog.set_level(logging.INFO, logger="engram.redis")
     health = RedisHealth(proxy.url, retry_interval=0.2)
-    chunk_inner, ref_inner = SpyChunkStore(), SpyRefStore()
+    chunk_inner, ref_inner = CountingStore(), SpyRefStore()
     chunks, refs = redis_caches(chunk_inner, ref_inner, health, prefix=prefix, ttl_ms=100)
     cid = chunks.put(b"survives")
     assert refs.set("heads/main", cid, None)

@@ -119,15 +119,15 @@ def item_time_ms(item: SearchItem) -> int:
     return to_ms(item.created_at)
 
 
-def match(at: int, window: TimeWindow) -> float:
-    """1 inside ``window``, halving every :data:`HALF_LIFE_DAYS` outside it."""
+def match(at: int, window: TimeWindow, half_life: float = HALF_LIFE_DAYS) -> float:
+    """1 inside ``window``, halving every ``half_life`` days (:data:`HALF_LIFE_DAYS`) outside it."""
     if window.start_ms is not None and at < window.start_ms:
         days = (window.start_ms - at) / DAY_MS
     elif window.end_ms is not None and at >= window.end_ms:
         days = (at - window.end_ms) / DAY_MS
     else:
         return 1.0
-    return float(0.5 ** min(days / HALF_LIFE_DAYS, 1000.0))
+    return float(0.5 ** min(days / half_life, 1000.0))
 
 
 def run(request: SearchOp, inner: First) -> SearchResults:
