@@ -10,11 +10,12 @@ copied here: its licence is non-commercial); without it the script says so and e
 block at ``--budget`` tokens (1,000 by default) versus inside the top-10 hits of the same hybrid search, and the
 p50 latency of each (``--questions N`` takes N questions spread evenly over the data set).
 
-``--when auto`` runs every mode and profile twice, without and with ``when="auto"`` (time expressions in the question
-favour turns of matching session dates; each question's reference time is its conversation's last session), and
-reports how many questions hold a time expression and what parsing costs per query (with ``--chats``, the
-generated data set too). ``--cv-time`` chooses ``when="auto"``'s constants (``TIME_WEIGHT``, ``HALF_LIFE_DAYS``) by
-cross-validation over ``--time-weights`` x ``--half-lives`` (retrieval_cv_time.py).
+Each search runs with the library's default ``when`` (``"auto"``: time expressions in the question favour turns of
+matching session dates; each question's reference time is its conversation's last session). ``--when off`` runs every
+mode and profile a second time with that ``when`` (``off``: no time), and reports how many questions hold a time
+expression and what parsing costs per query (with ``--chats``, the generated data set too). ``--cv-time`` chooses
+``when="auto"``'s constants (``TIME_WEIGHT``, ``HALF_LIFE_DAYS``) by cross-validation over ``--time-weights`` x
+``--half-lives`` (retrieval_cv_time.py).
 """
 
 from __future__ import annotations
@@ -102,8 +103,8 @@ def metrics(ranked: list[str], relevant: set[str]) -> dict[str, float]:
 def evaluate(
     mem: engram.Memory, questions: list[dict[str, Any]], mode: str, profile: str, when: str | None = None
 ) -> dict[str, Any]:
-    """Run every question (with ``when``: its reference time is its conversation's last session); return overall
-    and per-category means and the median latency."""
+    """Run every question (its reference time is its conversation's last session; ``when`` None: the library's
+    default, ``"auto"``); return overall and per-category means and the median latency."""
     sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     counts: dict[str, int] = defaultdict(int)
     latencies: list[float] = []
@@ -113,7 +114,7 @@ def evaluate(
             cache.clear()  # each search timed as asked for the first time: not a hit of an earlier run's search
         start = time.perf_counter()
         results = mem.search(item["ns"], item["q"], limit=10, mode=mode, profile=profile,  # type: ignore[arg-type]
-                             when=when, reference_time=item["reference"] if when else None)  # fmt: skip
+                             when=when, reference_time=item["reference"])  # fmt: skip
         latencies.append(time.perf_counter() - start)
         scores = metrics([r.key for r in results], set(item["evidence"]))
         for group in ("all", CATEGORIES.get(item["category"], item["category"])):
@@ -167,13 +168,13 @@ def evaluate_context(mem: engram.Memory, questions: list[dict[str, Any]], budget
         # other question
         start = time.perf_counter()
         if n % 2 == 0:
-            block = mem.context(item["ns"], item["q"], budget_tokens=budget)
+            block = mem.context(item["ns"], item["q"], budget_tokens=budget, reference_time=item["reference"])
             timings["context"].append(time.perf_counter() - start)
-            hits = mem.search(item["ns"], item["q"], limit=10)
+            hits = mem.search(item["ns"], item["q"], limit=10, reference_time=item["reference"])
         else:
-            hits = mem.search(item["ns"], item["q"], limit=10)
+            hits = mem.search(item["ns"], item["q"], limit=10, reference_time=item["reference"])
             timings["top10"].append(time.perf_counter() - start)
-            block = mem.context(item["ns"], item["q"], budget_tokens=budget)
+            block = mem.context(item["ns"], item["q"], budget_tokens=budget, reference_time=item["reference"])
         scores = {f"context_{k}": v for k, v in coverage({i.key for i in block.items}, relevant).items()}
         scores |= {f"top10_{k}": v for k, v in coverage({h.key for h in hits}, relevant).items()}
         scores |= {"context_tokens": block.tokens, "context_lines": len(block.items)}
@@ -212,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--context", action="store_true", help="measure Memory.context against the top-10 hits")
     parser.add_argument("--budget", type=int, default=1000, help="the context's token budget (with --context)")
     parser.add_argument("--questions", type=int, default=None, help="only N questions, spread evenly")
-    parser.add_argument("--when", default=None, help="also run each search with this when= (e.g. auto)")
+    parser.add_argument("--when", default=None, help="also run each search with this when= (e.g. off)")
     parser.add_argument(
         "--fields",
         choices=["text", "default"],

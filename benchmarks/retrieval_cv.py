@@ -51,9 +51,9 @@ def signals(mem: engram.Memory, questions: list[dict[str, Any]]) -> list[dict[st
     mem.flush_index()  # every vector made: the background indexer may still be embedding the last writes
     out = []
     for item in questions:
-        hits = [*mem.search(item["ns"], item["q"], limit=EVERY, mode="keyword")]
+        hits = [*mem.search(item["ns"], item["q"], limit=EVERY, mode="keyword", when="off")]
         keyword = {h.key: h.score for h in hits}
-        more = mem.search(item["ns"], item["q"], limit=EVERY, mode="semantic")
+        more = mem.search(item["ns"], item["q"], limit=EVERY, mode="semantic", when="off")
         semantic = {h.key: h.score for h in more}
         hits += more
         newest = {h.key: -h.updated_at.timestamp() for h in hits}

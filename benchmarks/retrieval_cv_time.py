@@ -50,7 +50,7 @@ def signals(mem: engram.Memory, questions: list[dict[str, Any]]) -> list[dict[st
                       reference_time=item["reference"])  # fmt: skip
         parsed = timerank.time_query(op, 0)
         limit = DEPTH if parsed.windows else 10
-        hits = mem.search(item["ns"], item["q"], limit=limit, mode="hybrid", profile="similarity")
+        hits = mem.search(item["ns"], item["q"], limit=limit, mode="hybrid", profile="similarity", when="off")
         rows = [(h.score or 0.0, codec.encode_key(h.namespace, h.key), h.key, timerank.item_time_ms(h)) for h in hits]
         boosts = tuple(w for w in parsed.windows if not w.range)
         out.append({"boosts": boosts, "ranges": parsed.ranges, "hits": rows})

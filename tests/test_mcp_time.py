@@ -45,7 +45,8 @@ def _keys(result: Any) -> list[str]:
 
 async def test_memory_search_ranks_and_filters_by_time(trips: Memory) -> None:
     async with Client(build_server(trips)) as client:
-        assert _keys(await _call(client, "memory_search")) == ["a", "b", "c", "d"]
+        assert _keys(await _call(client, "memory_search", when="off")) == ["a", "b", "c", "d"]
+        assert _keys(await _call(client, "memory_search", reference_time=REFERENCE))[0] == "c"  # "auto": the default
         assert _keys(await _call(client, "memory_search", when="auto", reference_time=REFERENCE)) == [
             "c",
             "b",
@@ -66,7 +67,7 @@ async def test_memory_search_ranks_and_filters_by_time(trips: Memory) -> None:
 
 async def test_memory_context_chooses_its_lines_by_time(trips: Memory) -> None:
     async with Client(build_server(trips)) as client:
-        plain = await _call(client, "memory_context")
+        plain = await _call(client, "memory_context", when="off")
         assert plain.structured_content["text"] == f"[1:56 pm on 8 May, 2023] {TEXT} (source: a)"
         timed = await _call(client, "memory_context", when="auto", reference_time=REFERENCE)
         assert not timed.is_error, timed.content

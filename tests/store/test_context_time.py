@@ -33,8 +33,11 @@ def _filled() -> engram.Memory:
 def test_context_puts_the_memory_of_the_named_month_first_and_filters_a_range() -> None:
     with _filled() as memory:
         query = "hiking trip with Sam in July 2023"
-        assert memory.context(NS, query).items[0].key != "c"
+        assert memory.context(NS, query, when="off").items[0].key != "c"
         timed = memory.context(NS, query, when="auto", reference_time=REFERENCE)
+        assert [i.key for i in memory.context(NS, query, reference_time=REFERENCE).items] == [
+            i.key for i in timed.items
+        ]  # "auto" is the default
         assert timed.items[0].key == "c" and timed.text.startswith("[2023-07-12] Hiking trip with Sam to the ridge")
         assert len(timed.items) == 4  # a boost, not a filter
         ranged = memory.context(NS, "hiking trip", when=(datetime(2023, 6, 1, tzinfo=UTC), None))

@@ -41,15 +41,28 @@ def keys(results: list[SearchItem]) -> list[str]:
 
 def test_when_auto_favours_the_item_of_the_named_month_on_every_engine(smem: Memory) -> None:
     fill(smem)
-    plain = smem.search(NS, "hiking in the hills in July 2023")
+    plain = smem.search(NS, "hiking in the hills in July 2023", when="off")
     assert keys(plain)[:5] == ["a", "b", "c", "d", "e"]  # equal scores: by key
     timed = smem.search(NS, "hiking in the hills in July 2023", when="auto", reference_time=REFERENCE)
     assert keys(timed)[0] == "c"
     assert timed[0].score == pytest.approx(plain[2].score + timerank.TIME_WEIGHT)
     # the next best are the nearest months: August 20 (19 days after the window) before June 12 (19 days before)
     assert keys(timed)[1:3] == ["b", "d"]
-    assert timed[1].score == pytest.approx(plain[1].score + timerank.TIME_WEIGHT * 0.5 ** (19 / 7))
+    assert timed[1].score == pytest.approx(
+        plain[1].score + timerank.TIME_WEIGHT * 0.5 ** (19 / timerank.HALF_LIFE_DAYS)
+    )
     assert "f" not in keys(timed)[:5]  # the right date is no match for other words
+
+
+def test_auto_is_the_default_of_a_search_and_a_listing_reads_no_time(smem: Memory) -> None:
+    fill(smem)
+    query = "hiking in the hills in July 2023"
+    default = smem.search(NS, query, reference_time=REFERENCE, explain=True)
+    auto = smem.search(NS, query, when="auto", reference_time=REFERENCE, explain=True)
+    assert [(i.key, i.score) for i in default] == [(i.key, i.score) for i in auto] and keys(default)[0] == "c"
+    assert default[0].explain is not None and "time" in default[0].explain
+    assert keys(smem.search(NS, query, when="off"))[0] == "a"  # off: equal scores, by key
+    assert sorted(keys(smem.search(NS))) == ["a", "b", "c", "d", "e", "f"]  # a listing: no query, no time
 
 
 def test_relative_expressions_count_from_reference_time(smem: Memory) -> None:

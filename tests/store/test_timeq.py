@@ -125,3 +125,43 @@ def test_text_time_reads_iso_and_free_text_dates() -> None:
     assert text_time_ms("no date here") is None
     assert text_time_ms("") is None
     assert text_time_ms("x" * 500) is None  # long text is never handed to the parser
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["What do I do on Thursday nights?", "yoga on Tuesdays", "every Monday", "each other week", "gym on weekends",
+     "Friday evenings with the band", "every summer"],
+)  # fmt: skip
+def test_habits_are_not_dates(query: str) -> None:
+    assert parse_time(query, REFERENCE).windows == ()
+
+
+def test_a_single_weekday_with_a_part_of_the_day_is_still_that_day() -> None:
+    (window,) = parse_time("what did we eat on Friday night", REFERENCE).windows
+    assert (window.text, window.as_dict()["start"]) == ("on Friday", day("2023-10-13"))
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end", "is_range"),
+    [
+        ("what changed after the spring", day("2023-06-01"), None, True),
+        ("since the summer of 2022", day("2022-06-01"), None, True),
+        ("before last winter", None, day("2022-12-01"), True),
+        ("early summer 2023", day("2023-06-01"), day("2023-07-01"), False),
+        ("two weeks after the summer", day("2023-09-01"), day("2023-09-15"), False),
+    ],
+)
+def test_seasons_work_in_ranges_offsets_and_parts(
+    query: str, start: str | None, end: str | None, is_range: bool
+) -> None:
+    (window,) = parse_time(query, REFERENCE).windows
+    assert (window.as_dict()["start"], window.as_dict()["end"], window.range) == (start, end, is_range)
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["Where will I be living after the spring?", "What is she going to do in May?", "We'll meet next week",
+     "Who shall host in June 2024?"],
+)  # fmt: skip
+def test_a_question_about_the_future_gives_no_window(query: str) -> None:
+    assert parse_time(query, REFERENCE).windows == ()

@@ -180,7 +180,7 @@ WHEN: dict[str, Any] = {
     '"last Tuesday", "two weeks before 16 November 2023"); a range the query states ("between June 1 and July 31 '
     '2023", "since March 2023") keeps only memories inside it. Any other string: a time expression to use instead '
     'of the query\'s. {"start": ISO datetime, "end": ISO datetime} (either null; end exclusive): keep only '
-    'memories in that range. Default "off".',
+    'memories in that range. "off": no time. Default "auto".',
 }
 REFERENCE_TIME = string(
     'The question\'s own date, that relative expressions ("last Tuesday", "two weeks ago") count from: an ISO '

@@ -101,7 +101,7 @@ When = Annotated[
     Annotated[str, Field(min_length=1, max_length=500)] | TimeRange | None,
     Field(
         description='"auto": favour items whose time matches the query\'s time expressions ("in May 2023", "last '
-        'Tuesday"; a stated range such as "since March 2023" filters); "off" (the default): no time; any other '
+        'Tuesday"; a stated range such as "since March 2023" filters; the default); "off": no time; any other '
         'string: a time expression used instead of the query\'s; {"start": ISO, "end": ISO}: a range that filters',
     ),
 ]

@@ -142,7 +142,8 @@ class Reader:
             reranks = op.rerank is not None and op.query is not None and paged
             return rerank.run(op, first, pool.fields) if reranks else first(op)
 
-        timed = request.when is not None and request.when != "off"
+        request = replace(request, when=timerank.effective(request.when, request.query))
+        timed = request.when != "off"
         if timed:
             timerank.check(request.when, request.reference_time, request.query)
         found = timerank.run(request, staged) if timed and paged else staged(request)

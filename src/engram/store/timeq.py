@@ -19,7 +19,8 @@ expression                                     window
 ``on Friday``, ``3 days ago``
 ``last week``, ``two weeks ago``                  that week (7 days)
 ``last month``, ``this year``, ``a year ago``     that month, that year
-``summer 2021``, ``last summer``                  the season (northern: Dec-Feb winter, Mar-May spring, ...)
+``summer 2021``, ``last summer``,                 the season (northern: Dec-Feb winter, Mar-May spring, ...);
+``after the spring``                              also in ranges, offsets and parts ("early summer 2023")
 ``the first week of April 2023``, ``early May``   a part of a month or year: ``first|second|third|fourth|last
 ``the second half of 2022``                       week|weekend``, ``first|second half``, ``beginning|early|
                                                   mid|middle|late|end``
@@ -32,9 +33,12 @@ expression                                     window
 ``after June 2023``, ``until May 2023``
 =============================================  =======================================================
 
-Not understood: anchors that are events, not dates ("two weeks before my trip"), holidays, times of day,
-other languages. Each found expression is resolved by ``dateparser`` (``DateDataParser``, loaded on the first
-query that holds one); a query with none costs one regular-expression scan.
+Not windows, on purpose: habits ("on Thursdays", "Thursday nights", "every Monday", "on weekends"), and every
+expression in a question about the future ("Where will I live after the spring?": the spring is when the move
+happens, not when it was said). Not understood: anchors that are events, not dates ("two weeks before my
+trip"), holidays, times of day, other languages. Each found expression is resolved by ``dateparser``
+(``DateDataParser``, loaded on the first query that holds one); a query with none costs one regular-expression
+scan.
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ MONTHS = ("january", "february", "march", "april", "may", "june", "july", "augus
           "november", "december")  # fmt: skip
 _MONTH = r"(?:january|february|march|april|may|june|july|august|sept(?:ember)?|october|november|december)"
 _WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+# A part of the day after a weekday ("Friday night") or alone.
+_DAYPART = r"(?:mornings?|afternoons?|evenings?|nights?)"
 _DAY = r"\d{1,2}(?:st|nd|rd|th)?"
 _YEAR = r"(?:19|20)\d\d"
 _NUMBER = r"(?:\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|a\s+few|few|several)"
@@ -75,7 +81,7 @@ _RELATIVE = (
 # A month or a year standing alone needs a preposition (bare "may" is a verb; bare numbers are counts).
 _LONE = rf"(?:{_PREP}\s+(?:the\s+year\s+)?(?:{_DATE}|{_MONTH}|{_YEAR}))"
 _POINT = rf"(?:{_DATE}|{_RELATIVE}|{_LONE})"
-_ANY = rf"(?:{_DATE}|{_RELATIVE}|{_MONTH}|{_YEAR})"
+_ANY = rf"(?:{_DATE}|{_RELATIVE}|{_MONTH}|{_YEAR}|(?:(?:the|last|this)\s+)?{_SEASON}(?:\s+(?:of\s+)?{_YEAR})?)"
 _PART = (
     r"(?:(?:the\s+)?(?:first|second|third|fourth|last)\s+(?:week|weekend|half)\s+of"
     r"|(?:the\s+)?(?:beginning|start|middle|end)\s+of|early|mid|late)"
@@ -84,6 +90,11 @@ _PART = (
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(pattern, re.IGNORECASE))
     for name, pattern in (
+        # A habit, not a date: "on Thursdays", "Thursday nights", "every Monday", "each week", "on weekends".
+        # Claimed first, so no later pattern reads a date into it.
+        ("recurring", rf"\b(?:(?:every|each)\s+(?:other\s+)?(?:{_WEEKDAY}|{_DAYPART}|day|week|weekend|month|year|"
+                      rf"{_SEASON}|{_MONTH})|{_WEEKDAY}s\b|{_WEEKDAY}\s+(?:mornings|afternoons|evenings|nights)\b|"
+                      rf"(?:on|at|over)\s+(?:the\s+)?weekends\b)"),
         ("between", rf"\b(?:between|from)\s+(?:the\s+)?(?P<a>{_ANY})\s+(?:and|to|until|till|through)\s+"
                     rf"(?:the\s+)?(?P<b>{_ANY})"),
         ("offset", rf"\b(?:the\s+)?(?P<n>{_NUMBER})?\s*(?P<unit>{_UNIT}|{_WEEKDAY})\s+"
@@ -100,6 +111,9 @@ _GATE = re.compile(
     rf"before|after|since|until|till|between|early|mid|late)\b",
     re.IGNORECASE,
 )
+# A question about the future ("Where will I live after the spring?") names when something will happen, not
+# when a memory of it was written: its time expressions give no window.
+_FUTURE = re.compile(r"\b(?:will|shall|won't|gonna|going\s+to)\b|\w'll\b", re.IGNORECASE)
 _WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
           "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "few": 3, "several": 3}  # fmt: skip
 _SEASONS = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
@@ -198,7 +212,7 @@ def parse_time(query: str, reference: datetime | str | int | None = None, *, now
     (see the table above)."""
     now = to_ms(datetime.now(UTC)) if now_ms is None else now_ms
     ref = reference_ms(reference, now)
-    if not isinstance(query, str) or not _GATE.search(query):
+    if not isinstance(query, str) or not _GATE.search(query) or _FUTURE.search(query):
         return TimeQuery((), ref)
     return TimeQuery(tuple(_windows(query, ref)), ref)
 
@@ -210,6 +224,9 @@ def _windows(query: str, ref: int) -> list[TimeWindow]:
         for match in pattern.finditer(query):
             start, end = match.span()
             if any(start < e and s < end for s, e in taken):
+                continue
+            if name == "recurring":
+                taken.append((start, end))  # a habit: no window, and no other pattern reads a date in it
                 continue
             window = _resolve(name, match, ref)
             if window is not None:
@@ -264,8 +281,16 @@ def _unit_ms(unit: str) -> int:
     return {"day": 1, "month": 30, "year": 365}.get(unit, 7) * DAY_MS  # a week, weekend or weekday: 7 days
 
 
+_SEASON_ALONE = re.compile(
+    rf"(?:(?P<which>the|last|this|next)\s+)?(?P<season>{_SEASON})(?:\s+(?:of\s+)?(?P<year>{_YEAR}))?", re.IGNORECASE
+)
+
+
 def _span(text: str, ref: int) -> tuple[int, int] | None:
-    """The window of one date expression: the day, week, month or year it names."""
+    """The window of one date expression: the day, week, month, season or year it names."""
+    season = _SEASON_ALONE.fullmatch(" ".join(text.split()))
+    if season:
+        return _season_span(season.groupdict(), ref)
     cleaned = re.sub(rf"^(?:on|{_PREP})\s+(?:the\s+year\s+)?", "", " ".join(text.split()), flags=re.IGNORECASE)
     cleaned = re.sub(r"(\d)(?:st|nd|rd|th)\b", r"\1", cleaned)
     cleaned = re.sub(r"(\d)([a-zA-Z])", r"\1 \2", cleaned)  # "24June" as the data writes it
@@ -313,6 +338,12 @@ def _add_months(day: datetime, months: int) -> datetime:
 
 
 def _season(text: str, groups: dict[str, Any], ref: int) -> TimeWindow | None:
+    start, end = _season_span(groups, ref)
+    return TimeWindow(text, start, end)
+
+
+def _season_span(groups: dict[str, Any], ref: int) -> tuple[int, int]:
+    """The three months of a season ("summer 2021", "last winter", "the spring": the latest begun by ``ref``)."""
     base = datetime.fromtimestamp(ref / 1000, UTC).replace(tzinfo=None)
     first = _SEASONS[groups["season"].lower()]
     which = (groups["which"] or "").lower()
@@ -326,7 +357,7 @@ def _season(text: str, groups: dict[str, Any], ref: int) -> TimeWindow | None:
         elif which == "next":
             year += 1
     start = datetime(year, first, 1)
-    return TimeWindow(text, to_ms(start), to_ms(_add_months(start, 3)))
+    return to_ms(start), to_ms(_add_months(start, 3))
 
 
 def _part(text: str, part: str, span: tuple[int, int]) -> TimeWindow:

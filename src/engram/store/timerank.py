@@ -1,9 +1,9 @@
 """Questions about time: a search stage that favours items whose time matches the query's time expressions.
 
-A search with ``when="auto"`` parses its query (:func:`engram.store.timeq.parse_time`, relative to
-``reference_time``, the question's own date; now when not given). A query with no time expression runs as
-usual. Otherwise the first stage (the usual search, reranked when asked) gives its top candidates and each is
-rescored by its time::
+A search with ``when="auto"`` (the default for a search with a query: :data:`DEFAULT_WHEN`) parses its query
+(:func:`engram.store.timeq.parse_time`, relative to ``reference_time``, the question's own date; now when not
+given). A query with no time expression runs as usual. Otherwise the first stage (the usual search, reranked
+when asked) gives its top candidates and each is rescored by its time::
 
     match = 1 inside a window, else 0.5 ^ (days outside it / HALF_LIFE_DAYS)     (the best of the windows)
     score = first-stage score + TIME_WEIGHT * match
@@ -42,14 +42,23 @@ First = Callable[[SearchOp], SearchResults]
 TIME_FIELDS = ("date", "time", "timestamp", "datetime")
 #: Weight of the time match in the score (a hybrid similarity is in [0, 1)), and the days outside a window at which
 #: the match halves: chosen together by cross-validation over LoCoMo and the generated chats (split by conversation,
-#: 2 and 5 folds; ``bench_retrieval.py --cv-time --chats``, benchmarks/RESULTS.md). LoCoMo alone prefers 0.2-0.3,
-#: where the chats lose: "on Thursday nights" or "after the spring" reads as a date, and a strong boost buries the
-#: answer.
-TIME_WEIGHT = 0.05
-HALF_LIFE_DAYS = 7.0
+#: 2 and 5 folds; ``bench_retrieval.py --cv-time --chats``, benchmarks/RESULTS.md). The chats answer the same at
+#: every pair of the grid since habits and questions about the future no longer read as dates.
+TIME_WEIGHT = 0.2
+HALF_LIFE_DAYS = 14.0
+#: What a search with a query does about time when it names no ``when`` (``None``): favour what its time expressions
+#: name. A listing (no query) has no score to favour a time with, so it is always off.
+DEFAULT_WHEN = "auto"
 #: Candidates rescored at first, and at most.
 CANDIDATES = 100
 MAX_CANDIDATES = 3200
+
+
+def effective(when: When, query: str | None) -> When:
+    """The ``when`` a search runs with: its own, else :data:`DEFAULT_WHEN` for a query and ``"off"`` for a listing."""
+    if when is not None:
+        return when
+    return DEFAULT_WHEN if query is not None else "off"
 
 
 def check(when: Any, reference_time: Any, query: str | None) -> None:
@@ -194,5 +203,5 @@ def _explain(item: SearchItem, at: int, best: float, weight: float, parsed: Time
     }
 
 
-__all__ = ["CANDIDATES", "HALF_LIFE_DAYS", "MAX_CANDIDATES", "TIME_FIELDS", "TIME_WEIGHT", "check", "item_time_ms",
-           "match", "run", "time_query", "when_of_json"]  # fmt: skip
+__all__ = ["CANDIDATES", "DEFAULT_WHEN", "HALF_LIFE_DAYS", "MAX_CANDIDATES", "TIME_FIELDS", "TIME_WEIGHT", "check",
+           "effective", "item_time_ms", "match", "run", "time_query", "when_of_json"]  # fmt: skip
