@@ -98,6 +98,7 @@ def test_large_index_uses_the_graph_and_survives_a_reopen(tmp_path: Path) -> Non
     mem = small_graph(engram.open(url, embedder="hashing"))
     fill(mem, 800)
     mem.delete(("docs",), "d1")
+    mem.flush_index()  # a search answers before the index is current on a busy machine (with its lag): wait
     hit = mem.search(("docs",), "document number 17 about topic 2", mode="semantic", limit=3)
     assert hit[0].key == "d17"
     index = mem.pool.current(mem.branch, mem.head.tree)
@@ -108,12 +109,14 @@ def test_large_index_uses_the_graph_and_survives_a_reopen(tmp_path: Path) -> Non
     index = again.pool.current(again.branch, again.head.tree)
     assert index.vectors is not None and index.vectors.approximate and not index.pending
     again.delete(("docs",), "d17")
+    again.flush_index()
     keys = [r.key for r in again.search(("docs",), "document number 17 about topic 2", mode="semantic", limit=5)]
     assert "d17" not in keys and "d1" not in keys and len(keys) == 5
     fresh = engram.open(":memory:", embedder="hashing")
     with fresh.transaction("copy") as tx:
         for item in again.iter_items(("docs",)):
             tx.put(item.namespace, item.key, item.value)
+    fresh.flush_index()
     expected = [r.key for r in fresh.search(("docs",), "topic 3 number 8", limit=5)]
     assert [r.key for r in again.search(("docs",), "topic 3 number 8", limit=5)] == expected
     vectors = np.stack([v for v in (index.vectors.get(s) for s in range(5)) if v is not None])
