@@ -229,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cv-time", action="store_true", help="cross-validate when='auto''s time constants")
     parser.add_argument("--time-weights", default="0.05,0.1,0.15,0.2,0.25,0.3,0.4", help="weights tried by --cv-time")
     parser.add_argument("--half-lives", default="1,3,7,14,30", help="half-lives (days) tried by --cv-time")
+    parser.add_argument("--answer-weights", default=None,
+                        help="answer weights tried by --cv-time (default: the library's)")  # fmt: skip
     args = parser.parse_args(argv)
     fields = ("text",) if args.fields == "text" else None
     if not args.data.exists():
@@ -252,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         chats.flush_index()
     if args.cv_time:
         stores = {"locomo": (mem, questions), **extra}
-        grid = retrieval_cv_time.parse_pairs(args.time_weights, args.half_lives)
+        grid = retrieval_cv_time.parse_pairs(args.time_weights, args.half_lives, args.answer_weights)
         found = retrieval_cv_time.run(stores, grid, [int(k) for k in args.cv_folds.split(",")], metrics,
                                       lambda line: print(line, file=sys.stderr))  # fmt: skip
         out = args.out.with_name("retrieval_cv_time.json") if args.out.name == "retrieval.json" else args.out

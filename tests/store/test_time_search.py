@@ -197,3 +197,24 @@ def test_async_twin_and_past_versions_take_when() -> None:
             return keys(found)
 
         assert asyncio.run(run()) == ["y", "x"]
+
+
+def test_a_question_asking_when_favours_memories_that_state_a_time() -> None:
+    with engram.open(":memory:", embedder="hashing:64") as mem:
+        mem.put(NS, "habit", {"text": "Sam loves the support group"})
+        mem.put(NS, "went", {"text": "Sam went to the support group yesterday", "date": "2023-05-08"})
+        mem.flush_index()
+        question = "When did Sam go to the support group?"
+        off = {i.key: i.score for i in mem.search(NS, question, when="off")}
+        found = mem.search(NS, question, reference_time=REFERENCE, explain=True)  # the default: auto
+        assert keys(found)[0] == "went"
+        scores = {i.key: i.score for i in found}
+        assert scores["went"] == pytest.approx(off["went"] + timerank.ANSWER_WEIGHT)
+        assert scores["habit"] == pytest.approx(off["habit"])  # states no time: as without when
+        shown = found[0].explain
+        assert shown is not None and shown["time"]["states_time"] is True
+        assert shown["time"]["answer_boost"] == pytest.approx(timerank.ANSWER_WEIGHT)
+        assert "answer = " in shown["formula"]
+        other = "Did Sam go to the support group?"  # no question of time: nothing changes
+        plain = mem.search(NS, other, reference_time=REFERENCE)
+        assert [(i.key, i.score) for i in plain] == [(i.key, i.score) for i in mem.search(NS, other, when="off")]

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from engram.errors import InvalidInputError
-from engram.store.timeq import parse_time, reference_ms, text_time_ms, to_ms
+from engram.store.timeq import asks_when, parse_time, reference_ms, states_time, text_time_ms, to_ms
 
 #: Friday 20 October 2023, noon UTC: the question's own date in these cases.
 REFERENCE = "2023-10-20T12:00:00Z"
@@ -165,3 +165,23 @@ def test_seasons_work_in_ranges_offsets_and_parts(
 )  # fmt: skip
 def test_a_question_about_the_future_gives_no_window(query: str) -> None:
     assert parse_time(query, REFERENCE).windows == ()
+
+
+@pytest.mark.parametrize(
+    ("query", "asks"),
+    [("When did Caroline go to the support group?", True), ("what year did John start surfing?", True),
+     ("How long ago was the move?", True), ("In which month did she travel?", True),
+     ("Whenever you like", False), ("Who went to the group?", False), ("Say when", False)],
+)  # fmt: skip
+def test_asks_when_knows_a_question_for_a_time(query: str, asks: bool) -> None:
+    assert asks_when(query) is asks
+
+
+@pytest.mark.parametrize(
+    ("text", "states"),
+    [("I went yesterday", True), ("Last week was fun", True), ("we met two weeks ago", True), ("back in July", True),
+     ("since 2022", True), ("a couple of weeks ago", True), ("May I help?", False), ("I love hiking", False),
+     ("back in the day", False)],
+)  # fmt: skip
+def test_states_time_finds_a_time_in_a_memory_s_words(text: str, states: bool) -> None:
+    assert states_time(text) is states

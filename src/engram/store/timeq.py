@@ -205,6 +205,35 @@ def _parser(base: datetime | None) -> Any:
     return DateDataParser(languages=["en"], settings=settings)
 
 
+# A question that asks for a time ("When did Caroline go to the support group?"): its answer is a memory that
+# states one, in its own words ("I went yesterday", "last May", "in 2022").
+_ASKS = re.compile(
+    r"^\W*(?:when|what\s+(?:date|day|month|year|time)|how\s+long\s+ago|(?:in|on)\s+(?:which|what)\s+"
+    r"(?:date|day|month|year))\b",
+    re.IGNORECASE,
+)
+# A time in a memory's words: a relative day, week, month or year, a count back or ahead, a month's name (not "may",
+# a verb far more often) or a year.
+_STATES = re.compile(
+    rf"\b(?:yesterday|today|tonight|tomorrow|recently|(?:last|this|next|past)\s+(?:night|week|weekend|month|year|"
+    rf"{_SEASON}|{_WEEKDAY})|(?:{_NUMBER}|couple\s+of)\s+{_UNIT}\s+ago|"
+    rf"(?:january|february|march|april|june|july|august|sept(?:ember)?|october|november|december)|{_YEAR})\b",
+    re.IGNORECASE,
+)
+
+
+def asks_when(query: str) -> bool:
+    """Whether ``query`` asks for a time: it starts with "when", "what date/day/month/year/time", "how long ago",
+    "in which month/year"."""
+    return bool(_ASKS.search(query))
+
+
+def states_time(text: str) -> bool:
+    """Whether ``text`` states a time in its own words: "yesterday", "last week", "two days ago", "in July", "2022"
+    (not the word "may")."""
+    return bool(_STATES.search(text))
+
+
 def parse_time(query: str, reference: datetime | str | int | None = None, *, now_ms: int | None = None) -> TimeQuery:
     """The time expressions of ``query`` resolved against ``reference`` (the question's own date; None: now).
 
@@ -382,4 +411,5 @@ def _part(text: str, part: str, span: tuple[int, int]) -> TimeWindow:
     return TimeWindow(text, end - third, end)  # end of, late
 
 
-__all__ = ["DAY_MS", "TimeQuery", "TimeWindow", "parse_time", "reference_ms", "text_time_ms", "to_ms"]
+__all__ = ["DAY_MS", "TimeQuery", "TimeWindow", "asks_when", "parse_time", "reference_ms", "states_time",
+           "text_time_ms", "to_ms"]  # fmt: skip

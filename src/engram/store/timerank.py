@@ -9,8 +9,11 @@ when asked) gives its top candidates and each is rescored by its time::
     score = first-stage score + TIME_WEIGHT * match
 
 and a window the query states as a range ("between", "since", "before", "after", "until") keeps only the items
-inside it. The score of an item still depends on the query and that item only (absolute, ADR 0002); ties go by
-namespace and key. ``when`` may also be an expression to use instead of the query's own ("in May 2023"), or a
+inside it. A question that asks for a time ("When did ...?", :func:`engram.store.timeq.asks_when`) also favours
+the items that state one in their own words ("yesterday", "last May", "in 2022";
+:func:`~engram.store.timeq.states_time` of the value's strings but its time fields): ``+ ANSWER_WEIGHT``;
+``when="auto"`` only. The score of an item still depends on the query and that item only (absolute, ADR 0002);
+ties go by namespace and key. ``when`` may also be an expression to use instead of the query's own ("in May 2023"), or a
 ``(start, end)`` pair of datetimes (either may be None): a range.
 
 An item's time is the first of its value's :data:`TIME_FIELDS` that reads as a date (an ISO string, any date
@@ -34,7 +37,17 @@ from engram.backends.base import now_ms
 from engram.errors import InvalidInputError
 from engram.store.item import SearchItem, SearchResults
 from engram.store.operations import SearchOp, When
-from engram.store.timeq import DAY_MS, TimeQuery, TimeWindow, parse_time, reference_ms, text_time_ms, to_ms
+from engram.store.timeq import (
+    DAY_MS,
+    TimeQuery,
+    TimeWindow,
+    asks_when,
+    parse_time,
+    reference_ms,
+    states_time,
+    text_time_ms,
+    to_ms,
+)
 
 First = Callable[[SearchOp], SearchResults]
 
@@ -46,6 +59,10 @@ TIME_FIELDS = ("date", "time", "timestamp", "datetime")
 #: every pair of the grid since habits and questions about the future no longer read as dates.
 TIME_WEIGHT = 0.2
 HALF_LIFE_DAYS = 14.0
+#: Added to the score of an item that states a time in its own words ("yesterday", "last May", "in 2022") when the
+#: question asks for one ("When did ...?"): chosen by the same cross-validation over LoCoMo and the chats (both prefer
+#: 0.15-0.2; benchmarks/RESULTS.md).
+ANSWER_WEIGHT = 0.2
 #: What a search with a query does about time when it names no ``when`` (``None``): favour what its time expressions
 #: name. A listing (no query) has no score to favour a time with, so it is always off.
 DEFAULT_WHEN = "auto"
@@ -144,19 +161,21 @@ def run(request: SearchOp, inner: First) -> SearchResults:
     stage, and its top candidates are rescored by time."""
     plain = replace(request, when=None, reference_time=None)
     found_time = time_query(request, now_ms())
-    if not found_time.windows:
+    asks = request.when == "auto" and isinstance(request.query, str) and asks_when(request.query)
+    if not found_time.windows and not asks:
         return inner(plain)
     boosts = tuple(w for w in found_time.windows if not w.range)
     ranges = found_time.ranges
     weight = TIME_WEIGHT if boosts else 0.0
+    answer = ANSWER_WEIGHT if asks else 0.0
     want = request.offset + request.limit
     size = max(CANDIDATES, want)
     while True:
         found = inner(replace(plain, offset=0, limit=size, min_score=None))
-        scored = _rescored(found, boosts, ranges, weight, request.explain, found_time)
+        scored = _rescored(found, boosts, ranges, (weight, answer), request.explain, found_time)
         if len(found) < size or size >= MAX_CANDIDATES:
             break
-        unseen = (found[-1].score or 0.0) + weight
+        unseen = (found[-1].score or 0.0) + weight + answer
         if len(scored) >= want and scored[want - 1][0] > unseen:
             break
         size = min(4 * size, MAX_CANDIDATES)
@@ -167,27 +186,40 @@ def run(request: SearchOp, inner: First) -> SearchResults:
 
 
 def _rescored(
-    found: SearchResults, boosts: tuple[TimeWindow, ...], ranges: tuple[TimeWindow, ...], weight: float,
-    explain: bool, parsed: TimeQuery,
+    found: SearchResults, boosts: tuple[TimeWindow, ...], ranges: tuple[TimeWindow, ...],
+    weights: tuple[float, float], explain: bool, parsed: TimeQuery,
 ) -> list[tuple[float, bytes, SearchItem]]:  # fmt: skip
-    """The candidates inside every range, rescored, best first (ties by namespace and key)."""
+    """The candidates inside every range, rescored, best first (ties by namespace and key). ``weights``: the time
+    match's and the stated time's (0 when the question asks for no time)."""
+    weight, answer = weights
     out: list[tuple[float, bytes, SearchItem]] = []
     for item in found:
         at = item_time_ms(item)
         if any(match(at, w) < 1.0 for w in ranges):
             continue
         best = max((match(at, w) for w in boosts), default=0.0)
-        score = (item.score or 0.0) + weight * best
-        shown = _explain(item, at, best, weight, parsed) if explain else None
+        stated = answer * states_time(words(item)) if answer else 0.0
+        score = (item.score or 0.0) + weight * best + stated
+        shown = _explain(item, at, (best, weight, answer, stated), parsed) if explain else None
         out.append((score, codec.encode_key(item.namespace, item.key), replace(item, score=score, explain=shown)))
     out.sort(key=lambda entry: (-entry[0], entry[1]))
     return out
 
 
-def _explain(item: SearchItem, at: int, best: float, weight: float, parsed: TimeQuery) -> dict[str, Any]:
-    """The first stage's explanation, with the time signal: the windows, the item's time, the match and the boost."""
+def words(item: SearchItem) -> str:
+    """An item's own words: its value's top-level strings but its time fields."""
+    return " ".join(v for k, v in item.value.items() if isinstance(v, str) and k not in TIME_FIELDS)
+
+
+def _explain(
+    item: SearchItem, at: int, signal: tuple[float, float, float, float], parsed: TimeQuery
+) -> dict[str, Any]:  # fmt: skip
+    """The first stage's explanation, with the time signal: the windows, the item's time, the match and the boost,
+    and whether the item states the time the question asks for."""
+    best, weight, answer, stated = signal
     first: dict[str, Any] = item.explain or {}
     formula = (f"; time = {weight:g} * 0.5^(days outside the window / {HALF_LIFE_DAYS:g})" if weight else "") + (
+        f"; answer = {answer:g} if the item states a time (the question asks when)" if answer else "") + (
         "; kept: inside every range" if parsed.ranges else "")  # fmt: skip
     return {
         **first,
@@ -198,10 +230,13 @@ def _explain(item: SearchItem, at: int, best: float, weight: float, parsed: Time
             "item_time": TimeWindow("", at, None).as_dict()["start"],
             "match": best,
             "boost": weight * best,
+            "states_time": stated > 0,
+            "answer_boost": stated,
         },
-        "components": {**first.get("components", {}), "time": weight * best},
+        "components": {**first.get("components", {}), "time": weight * best + stated},
     }
 
 
-__all__ = ["CANDIDATES", "DEFAULT_WHEN", "HALF_LIFE_DAYS", "MAX_CANDIDATES", "TIME_FIELDS", "TIME_WEIGHT", "check",
-           "effective", "item_time_ms", "match", "run", "time_query", "when_of_json"]  # fmt: skip
+__all__ = ["ANSWER_WEIGHT", "CANDIDATES", "DEFAULT_WHEN", "HALF_LIFE_DAYS", "MAX_CANDIDATES", "TIME_FIELDS",
+           "TIME_WEIGHT", "check", "effective", "item_time_ms", "match", "run", "time_query", "when_of_json",
+           "words"]  # fmt: skip
