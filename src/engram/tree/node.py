@@ -98,6 +98,27 @@ def decode_node(cid: ChunkId, data: bytes) -> Node:
     return Node(cid, level, keys, values)
 
 
+def node_links(cid: ChunkId, data: bytes) -> tuple[int, list[ChunkId]]:
+    """(level, child ids) of a node chunk, without building its keys and values: what a walk of the tree needs
+    (a leaf has no children, so its entries are not parsed). A chunk that is not a node is an
+    :class:`IntegrityError`, as in :func:`decode_node`."""
+    try:
+        magic, level, n = _HEADER.unpack_from(data)
+        if magic != _MAGIC:
+            raise ValueError("not a tree node")
+        if level == 0:
+            return 0, []
+        ends = struct.unpack_from(f"<{n}I", data, _HEADER.size + 4 * n)  # the value ends
+    except (struct.error, ValueError) as exc:
+        raise IntegrityError(f"chunk {cid.hex()} is not a tree node: {exc}") from exc
+    base = _HEADER.size + 8 * n + (struct.unpack_from("<I", data, _HEADER.size + 4 * n - 4)[0] if n else 0)
+    starts = (0, *ends[:-1])
+    children = [data[base + at : base + at + ID_SIZE] for at in starts]
+    if any(len(child) != ID_SIZE for child in children):
+        raise IntegrityError(f"chunk {cid.hex()} is not a tree node: an entry is cut short")
+    return level, children
+
+
 class NodeStore:
     """Loads and writes tree nodes over a :class:`ChunkStore`.
 

@@ -78,6 +78,8 @@ RANGE_GAP = 64 << 10
 PACK_CACHE_BYTES = 128 << 20
 #: A remote's dictionary is at most 1/DICT_SHARE of the write it is trained from: a small remote pays little.
 DICT_SHARE = 16
+#: Packs whose order of ids is kept for :meth:`BucketChunkStore.read_along`.
+ORDERS = 64
 #: Parallel requests of one read.
 READERS = 16
 
@@ -122,6 +124,7 @@ class BucketChunkStore(ChunkStore):
         self._cache: OrderedDict[str, bytes] = OrderedDict()  # whole packs read lately
         self._cached = 0
         self._ranged: OrderedDict[str, int] = OrderedDict()  # packs read by byte range lately: how many times
+        self._orders: OrderedDict[str, tuple[list[ChunkId], dict[ChunkId, int]]] = OrderedDict()  # see read_along
         self._dicts: dict[int, Dictionary | None] = {}  # dictionary id -> as read (None: missing or damaged)
         self._writing: Dictionary | None = None  # the dictionary writes use
         self._dicts_at = -LISTING_TTL  # when the remote was last searched for a dictionary to write with
@@ -261,6 +264,38 @@ class BucketChunkStore(ChunkStore):
                 packs, where = self._index(refresh=True)
                 self._read_copies([cid for cid in still if cid in where], packs, found, bad)
         return found, {cid: places for cid, places in bad.items() if cid not in found}
+
+    def read_along(self, ids: Iterable[ChunkId], count: int) -> tuple[dict[ChunkId, bytes], dict[ChunkId, set[str]]]:
+        """:meth:`read_checked` of ``ids`` and, in the chunks found, of up to ``count`` chunks stored after each
+        in its pack (the bad ones of those are left out: nobody asked for them). A copy writes commits newest
+        first, each followed by its parent: a walk down a run of commits gets the next ones in one read."""
+        wanted = list(dict.fromkeys(ids))
+        packs, where = self._index()
+        extra: list[ChunkId] = []
+        for cid in wanted:
+            name = where.get(cid)
+            if name is not None and name in packs:
+                order, position = self._order(name, packs[name])
+                at = position[cid] + 1
+                extra.extend(order[at : at + count])
+        found, bad = self.read_checked([*wanted, *extra])
+        asked = set(wanted)
+        return found, {cid: places for cid, places in bad.items() if cid in asked}
+
+    def _order(self, name: str, pack: Pack) -> tuple[list[ChunkId], dict[ChunkId, int]]:
+        """The ids of a pack in the order stored, and the position of each (kept for the packs used lately)."""
+        with self._listing:
+            found = self._orders.get(name)
+            if found is not None:
+                self._orders.move_to_end(name)
+                return found
+        order = list(pack.entries)
+        found = (order, {cid: i for i, cid in enumerate(order)})
+        with self._listing:
+            self._orders[name] = found
+            while len(self._orders) > ORDERS:
+                self._orders.popitem(last=False)
+        return found
 
     def _read_copies(
         self, ids: list[ChunkId], packs: dict[str, Pack], found: dict[ChunkId, bytes], bad: dict[ChunkId, set[str]]

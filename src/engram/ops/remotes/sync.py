@@ -31,10 +31,10 @@ from typing import TypeVar
 from engram.backends.base import ChunkStore, RefStore
 from engram.errors import ChunkNotFoundError, ConflictError, IntegrityError, RefNotFoundError
 from engram.hashing import ChunkId, chunk_id
-from engram.objects import decode_commit, is_commit
+from engram.objects import Commit, decode_commit, is_commit
 from engram.ops.remotes.stores import BucketChunkStore
 from engram.repo import HEADS, TAGS, Repository
-from engram.tree import decode_node, empty_tree
+from engram.tree import empty_tree, node_links
 
 #: Ref namespaces a push of everything sends: branches, tags and the store's records (its embedder).
 SHARED = (HEADS, TAGS, "meta/")
@@ -45,6 +45,9 @@ READ_BATCH = 4096
 #: Commits read ahead along a run of new commits, to ask the receiving side about them at once (and to walk
 #: their trees together, in large batches).
 READ_AHEAD = 10_000
+#: Chunks read along with a commit of a remote, from those stored after it: a copy writes commits newest first,
+#: each followed by its parent, so a walk down a run of commits finds the next ones in what it read.
+ALONG = 512
 #: Bytes of chunks kept in memory between finding and writing them; past it they are read again.
 HOLD_BYTES = 1024 * 1024 * 1024
 #: Batches of one group written at once (a group's chunks never refer to each other).
@@ -147,7 +150,8 @@ def plan_copy(
     plan = _Plan()
     seen: set[ChunkId] = set()
     wave = list(dict.fromkeys(starts))
-    read: dict[ChunkId, bytes] = {}
+    read: dict[ChunkId, tuple[bytes, Commit]] = {}  # commits read ahead, decoded
+    spare: dict[ChunkId, bytes] = {}  # commits read along with others, before the walk asks for them
     examined = 0
     commitish = set(wave)  # ids that may be commits: the starts, and every parent met
     while wave:
@@ -164,17 +168,16 @@ def plan_copy(
         # each batch read while the one before is looked at; what the read-ahead of commits held is not read again
         reads = prefetched(lambda batch: read_checked(source, [cid for cid in batch if cid not in read]), batches)
         for batch, (good, bad) in zip(batches, reads, strict=True):
-            found = {cid: read.pop(cid) for cid in batch if cid in read}
-            found.update(good)
+            ahead = {cid: read.pop(cid) for cid in batch if cid in read}
             for cid in batch:
-                data = found.get(cid)
+                data, commit = ahead[cid] if cid in ahead else (good.get(cid), None)
                 if data is None:
                     (plan.corrupt if cid in bad else plan.missing).append(cid)
                     continue
-                children, parents = _classify(plan, cid, data, cid in missing, thorough)
+                children, parents = _classify(plan, cid, data, cid in missing, thorough, commit)
                 commitish.update(parents)
                 following.extend(children)
-                chain = _read_ahead(source, parents, seen, known, read)
+                chain = _read_ahead(source, parents, seen, known, read, spare)
                 commitish.update(chain)
                 following.extend(chain)
             examined += len(batch)
@@ -230,44 +233,57 @@ def _absent(target: ChunkStore, ids: list[ChunkId]) -> set[ChunkId]:
 
 def _read_ahead(
     source: ChunkStore, parents: list[ChunkId], seen: set[ChunkId], known: Collection[ChunkId],
-    read: dict[ChunkId, bytes],
+    read: dict[ChunkId, tuple[bytes, Commit]], spare: dict[ChunkId, bytes],
 ) -> list[ChunkId]:  # fmt: skip
-    """Commits along ``parents`` back to the known ones (at most READ_AHEAD), read once and kept in ``read``."""
+    """Commits along ``parents`` back to the known ones (at most READ_AHEAD), read and decoded once and kept in
+    ``read``. From a remote, each read brings the commits stored after the ones asked for (:data:`ALONG`), kept
+    in ``spare`` (hash-checked, at most READ_AHEAD of them) until the walk asks for them."""
     chain: list[ChunkId] = []
     todo = [cid for cid in parents if cid not in seen and cid not in known and cid not in read]
     while todo and len(chain) < READ_AHEAD:
-        found, _ = read_checked(source, todo)
+        found = {cid: spare.pop(cid) for cid in todo if cid in spare}
+        rest = [cid for cid in todo if cid not in found]
+        if rest and isinstance(source, BucketChunkStore):
+            asked = set(rest)
+            for cid, data in source.read_along(rest, ALONG)[0].items():
+                if cid in asked:
+                    found[cid] = data
+                elif len(spare) < READ_AHEAD and is_commit(data):
+                    spare[cid] = data
+        elif rest:
+            found.update(read_checked(source, rest)[0])
         following: list[ChunkId] = []
         for cid in todo:
-            data = found.get(cid)
-            if data is None or not is_commit(data):
+            got = found.get(cid)
+            if got is None or not is_commit(got):
                 continue  # reported when the walk gets there
-            read[cid] = data
+            commit = decode_commit(cid, got)
+            read[cid] = (got, commit)
             chain.append(cid)
-            following.extend(decode_commit(cid, data).parents)
+            following.extend(commit.parents)
         todo = [cid for cid in dict.fromkeys(following) if cid not in seen and cid not in known and cid not in read]
     return chain
 
 
 def _classify(
-    plan: _Plan, cid: ChunkId, data: bytes, missing: bool, thorough: bool
+    plan: _Plan, cid: ChunkId, data: bytes, missing: bool, thorough: bool, commit: Commit | None = None
 ) -> tuple[list[ChunkId], list[ChunkId]]:
     """Record a missing chunk in the plan; returns (the chunks to look at next, the parent commits among them).
     A present commit leads to its parents only (its tree is complete: commits are written after every node) and
-    a present node nowhere, unless ``thorough``."""
+    a present node nowhere, unless ``thorough``. ``commit``: the chunk decoded already (read ahead)."""
     inside = missing or thorough
     parents: list[ChunkId] = []
     if is_commit(data):
-        commit = decode_commit(cid, data)
+        commit = commit or decode_commit(cid, data)
         if missing:
             plan.commits[cid] = commit.parents
         parents = list(commit.parents)
         children = [*commit.parents, commit.tree] if inside else parents
     else:
-        node = decode_node(cid, data)
+        level, below = node_links(cid, data)
         if missing:
-            plan.nodes.setdefault(node.level, []).append(cid)
-        children = [node.child(i) for i in range(len(node.keys))] if node.level > 0 and inside else []
+            plan.nodes.setdefault(level, []).append(cid)
+        children = below if inside else []
     plan.bytes += len(data) if missing else 0
     if missing and plan.held_bytes + len(data) <= HOLD_BYTES:
         plan.held[cid] = data
