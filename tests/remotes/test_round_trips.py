@@ -14,7 +14,7 @@ from conftest import S3Server
 import engram
 from engram.errors import IntegrityError
 from engram.ops.backup import create_backup, get_backup, plan_restore, restore_backup, verify_backup
-from engram.ops.remotes import Remote, clone_into, open_remote, push
+from engram.ops.remotes import Remote, clone_into, open_remote, push, sync
 from engram.ops.remotes.packs import PACKS
 from engram.ops.remotes.stores import BucketChunkStore
 from engram.store import Memory
@@ -197,3 +197,29 @@ def test_a_corrupt_commit_read_along_refuses_the_clone(history: tuple[Memory, st
     finally:
         store.bucket.put_many({key: original})
         remote.close()
+
+
+@pytest.mark.parametrize("hold", [sync.HOLD_BYTES, 16 << 10])
+def test_clone_keeps_compressed_copies_and_writes_the_exact_chunks(
+    history: tuple[Memory, str, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hold: int
+) -> None:
+    """The walk keeps what it will write as the remote stores it (zstd frames, most with the remote's dictionary),
+    a fraction of the chunks' bytes; the clone writes exactly the source's chunks, also when the memory bound
+    (HOLD_BYTES) is small and most of them are read again at write time."""
+    mem, url, _ = history
+    monkeypatch.setattr(sync, "HOLD_BYTES", hold)
+    remote = open_remote(url)
+    target = engram.open(str(tmp_path / "cloned"), embedder=None)
+    plan = sync.plan_copy(remote.chunks, target.repo.chunks, set(remote.refs.list("heads/").values()))
+    kept = sum(len(frame) for frame, _ in plan.frames.values())
+    assert plan.ok and kept <= hold
+    if hold > kept + plan.bytes:
+        assert len(plan.frames) >= plan.chunks // 2 and kept < plan.bytes / 2
+        assert any(dictionary is not None for _, dictionary in plan.frames.values())
+    report = clone_into(target.repo, remote.chunks, remote.refs)
+    ids = report.written
+    assert len(ids) == plan.chunks and target.head.id == mem.head.id
+    assert target.repo.chunks.get_many(ids) == mem.repo.chunks.get_many(ids)
+    assert target.fsck().ok
+    remote.close()
+    target.close()

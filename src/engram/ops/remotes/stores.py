@@ -84,6 +84,10 @@ ORDERS = 64
 READERS = 16
 
 
+#: A chunk as a remote stores it: one zstd frame, and the dictionary it needs (None: none).
+Frame = tuple[bytes, Dictionary | None]
+
+
 def chunk_key(cid: ChunkId) -> str:
     """The object key of a loose chunk."""
     text = cid.hex()
@@ -244,25 +248,30 @@ class BucketChunkStore(ChunkStore):
                                  f"{len(bad)} corrupt in this read: `engram backup verify` names them all")  # fmt: skip
         return found
 
-    def read_checked(self, ids: Iterable[ChunkId]) -> tuple[dict[ChunkId, bytes], dict[ChunkId, set[str]]]:
+    def read_checked(
+        self, ids: Iterable[ChunkId], *, frames: dict[ChunkId, Frame] | None = None
+    ) -> tuple[dict[ChunkId, bytes], dict[ChunkId, set[str]]]:
         """(the chunks found with a good copy, the chunks found only in copies that do not hash right, each with
-        the objects holding those copies); a chunk in neither is absent."""
+        the objects holding those copies); a chunk in neither is absent. ``frames``, when given, receives the
+        stored copy (a zstd frame) and its dictionary of each good chunk that was stored compressed: a third of
+        its bytes to keep in memory, which :func:`~engram.backends.compression.decompress` turns back into the
+        chunk checked here."""
         wanted = list(dict.fromkeys(ids))
         found: dict[ChunkId, bytes] = {}
         bad: dict[ChunkId, set[str]] = {}
         if not wanted:
             return found, bad
         packs, where = self._index()
-        self._read_copies([cid for cid in wanted if cid in where], packs, found, bad)
+        self._read_copies([cid for cid in wanted if cid in where], packs, found, bad, frames)
         rest = {chunk_key(cid): cid for cid in wanted if cid not in found}
         if rest:
             loose = self.bucket.get_many(rest)
             self._check({rest[key]: data for key, data in loose.items()}, {cid: key for key, cid in rest.items()},
-                        found, bad)  # fmt: skip
+                        found, bad, frames)  # fmt: skip
             still = [cid for cid in rest.values() if cid not in found and cid not in bad]
             if still:  # packed by another process since our listing, or repacked by a sweep
                 packs, where = self._index(refresh=True)
-                self._read_copies([cid for cid in still if cid in where], packs, found, bad)
+                self._read_copies([cid for cid in still if cid in where], packs, found, bad, frames)
         return found, {cid: places for cid, places in bad.items() if cid not in found}
 
     def read_along(self, ids: Iterable[ChunkId], count: int) -> tuple[dict[ChunkId, bytes], dict[ChunkId, set[str]]]:
@@ -298,8 +307,9 @@ class BucketChunkStore(ChunkStore):
         return found
 
     def _read_copies(
-        self, ids: list[ChunkId], packs: dict[str, Pack], found: dict[ChunkId, bytes], bad: dict[ChunkId, set[str]]
-    ) -> None:
+        self, ids: list[ChunkId], packs: dict[str, Pack], found: dict[ChunkId, bytes], bad: dict[ChunkId, set[str]],
+        frames: dict[ChunkId, Frame] | None,
+    ) -> None:  # fmt: skip
         """Read ``ids`` from the newest pack holding each, then from older packs for those not good yet."""
         rank = 0
         while ids:
@@ -309,13 +319,13 @@ class BucketChunkStore(ChunkStore):
                 if rank < len(names) and names[rank] in packs:
                     where[cid] = names[rank]
             self._check(self._read_packed(list(where), packs, where), {c: n + ".pack" for c, n in where.items()},
-                        found, bad)  # fmt: skip
+                        found, bad, frames)  # fmt: skip
             ids = [cid for cid in where if cid not in found]
             rank += 1
 
     def _check(
         self, read: dict[ChunkId, bytes], places: Mapping[ChunkId, str], found: dict[ChunkId, bytes],
-        bad: dict[ChunkId, set[str]],
+        bad: dict[ChunkId, set[str]], frames: dict[ChunkId, Frame] | None = None,
     ) -> None:  # fmt: skip
         for cid, stored in read.items():
             did = frame_dictionary(stored)
@@ -323,6 +333,8 @@ class BucketChunkStore(ChunkStore):
             data = decode(cid, stored, dictionary)
             if data is not None:
                 found[cid] = data
+                if frames is not None and data is not stored:  # decoded from a frame (not stored as it is)
+                    frames[cid] = (stored, dictionary)
                 continue
             where = {places[cid], f"{DICTS}{did:08x}"} if did and dictionary is None else {places[cid]}
             bad.setdefault(cid, set()).update(where)

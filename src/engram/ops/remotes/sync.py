@@ -29,10 +29,11 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from engram.backends.base import ChunkStore, RefStore
+from engram.backends.compression import decompress
 from engram.errors import ChunkNotFoundError, ConflictError, IntegrityError, RefNotFoundError
 from engram.hashing import ChunkId, chunk_id
 from engram.objects import Commit, decode_commit, is_commit
-from engram.ops.remotes.stores import BucketChunkStore
+from engram.ops.remotes.stores import BucketChunkStore, Frame
 from engram.repo import HEADS, TAGS, Repository
 from engram.tree import empty_tree, node_links
 
@@ -48,7 +49,8 @@ READ_AHEAD = 10_000
 #: Chunks read along with a commit of a remote, from those stored after it: a copy writes commits newest first,
 #: each followed by its parent, so a walk down a run of commits finds the next ones in what it read.
 ALONG = 512
-#: Bytes of chunks kept in memory between finding and writing them; past it they are read again.
+#: Bytes of chunks kept in memory between finding and writing them (a remote's as stored: compressed); past it
+#: they are read again.
 HOLD_BYTES = 1024 * 1024 * 1024
 #: Batches of one group written at once (a group's chunks never refer to each other).
 WRITERS = 4
@@ -86,6 +88,7 @@ class _Plan:
     nodes: dict[int, list[ChunkId]] = field(default_factory=dict)
     commits: dict[ChunkId, tuple[ChunkId, ...]] = field(default_factory=dict)
     held: dict[ChunkId, bytes] = field(default_factory=dict)
+    frames: dict[ChunkId, Frame] = field(default_factory=dict)
     held_bytes: int = 0
     present: int = 0
     had: list[ChunkId] = field(default_factory=list)
@@ -105,7 +108,8 @@ class CopyPlan:
     """The chunks a copy must write, in ``groups`` to write in turn (children before parents), the bytes of those
     kept in memory (``held``), how many reachable chunks the target already had, the bytes to write, and the
     chunks the source lacks (``missing``) or holds with bytes that do not hash to their id (``corrupt``), the
-    chunks the walk found in the target (``had``) and how many of those to write are commits."""
+    chunks the walk found in the target (``had``), how many of those to write are commits, and the chunks kept
+    as a remote stores them (``frames``: compressed, each decoded and hashed once as it was read)."""
 
     groups: list[list[ChunkId]]
     held: dict[ChunkId, bytes]
@@ -115,6 +119,7 @@ class CopyPlan:
     corrupt: list[ChunkId] = field(default_factory=list)
     had: list[ChunkId] = field(default_factory=list)
     commits: int = 0
+    frames: dict[ChunkId, Frame] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -166,15 +171,15 @@ def plan_copy(
         following: list[ChunkId] = []
         batches = [descend[i : i + READ_BATCH] for i in range(0, len(descend), READ_BATCH)]
         # each batch read while the one before is looked at; what the read-ahead of commits held is not read again
-        reads = prefetched(lambda batch: read_checked(source, [cid for cid in batch if cid not in read]), batches)
-        for batch, (good, bad) in zip(batches, reads, strict=True):
+        reads = prefetched(lambda batch: _read_frames(source, [cid for cid in batch if cid not in read]), batches)
+        for batch, (good, bad, frames) in zip(batches, reads, strict=True):
             ahead = {cid: read.pop(cid) for cid in batch if cid in read}
             for cid in batch:
                 data, commit = ahead[cid] if cid in ahead else (good.get(cid), None)
                 if data is None:
                     (plan.corrupt if cid in bad else plan.missing).append(cid)
                     continue
-                children, parents = _classify(plan, cid, data, cid in missing, thorough, commit)
+                children, parents = _classify(plan, cid, data, cid in missing, thorough, commit, frames.get(cid))
                 commitish.update(parents)
                 following.extend(children)
                 chain = _read_ahead(source, parents, seen, known, read, spare)
@@ -185,7 +190,18 @@ def plan_copy(
                 progress("finding", examined, None)
         wave = [cid for cid in dict.fromkeys(following) if cid not in seen]
     return CopyPlan(plan.order(), plan.held, plan.present, plan.bytes, plan.missing, plan.corrupt, plan.had,
-                    len(plan.commits))  # fmt: skip
+                    len(plan.commits), plan.frames)  # fmt: skip
+
+
+def _read_frames(
+    source: ChunkStore, ids: list[ChunkId]
+) -> tuple[dict[ChunkId, bytes], set[ChunkId], dict[ChunkId, Frame]]:
+    """:func:`read_checked` of ``ids``, and from a remote the stored (compressed) copy of each good chunk."""
+    if not isinstance(source, BucketChunkStore):
+        return (*read_checked(source, ids), {})
+    frames: dict[ChunkId, Frame] = {}
+    found, bad = source.read_checked(ids, frames=frames)
+    return found, set(bad), frames
 
 
 def prefetched(read: Callable[[list[ChunkId]], T], batches: list[list[ChunkId]]) -> Iterator[T]:
@@ -266,11 +282,13 @@ def _read_ahead(
 
 
 def _classify(
-    plan: _Plan, cid: ChunkId, data: bytes, missing: bool, thorough: bool, commit: Commit | None = None
-) -> tuple[list[ChunkId], list[ChunkId]]:
+    plan: _Plan, cid: ChunkId, data: bytes, missing: bool, thorough: bool, commit: Commit | None = None,
+    frame: Frame | None = None,
+) -> tuple[list[ChunkId], list[ChunkId]]:  # fmt: skip
     """Record a missing chunk in the plan; returns (the chunks to look at next, the parent commits among them).
     A present commit leads to its parents only (its tree is complete: commits are written after every node) and
-    a present node nowhere, unless ``thorough``. ``commit``: the chunk decoded already (read ahead)."""
+    a present node nowhere, unless ``thorough``. ``commit``: the chunk decoded already (read ahead); ``frame``:
+    its stored copy on a remote, kept instead of ``data`` (smaller)."""
     inside = missing or thorough
     parents: list[ChunkId] = []
     if is_commit(data):
@@ -285,9 +303,13 @@ def _classify(
             plan.nodes.setdefault(level, []).append(cid)
         children = below if inside else []
     plan.bytes += len(data) if missing else 0
-    if missing and plan.held_bytes + len(data) <= HOLD_BYTES:
-        plan.held[cid] = data
-        plan.held_bytes += len(data)
+    size = len(data) if frame is None else len(frame[0])
+    if missing and plan.held_bytes + size <= HOLD_BYTES:
+        if frame is None:
+            plan.held[cid] = data
+        else:
+            plan.frames[cid] = frame
+        plan.held_bytes += size
     return children, parents
 
 
@@ -299,12 +321,14 @@ def copy_chunks(
     ``known``: commits the target has (see :func:`plan_copy`)."""
     plan = plan_copy(source, target, starts, thorough=thorough, known=known, progress=progress)
     plan.refuse()
-    held, total = plan.held, plan.chunks
+    held, frames, total = plan.held, plan.frames, plan.chunks
     report = TransferReport(present=plan.present, commits=plan.commits, had=plan.had)
 
     def write(batch: list[ChunkId]) -> int:
         chunks = {cid: held[cid] for cid in batch if cid in held}
-        reread = [cid for cid in batch if cid not in held]
+        # a kept frame decodes to the bytes that were hashed as it was read (and zstd checks its checksum)
+        chunks.update((cid, decompress(*frames[cid])) for cid in batch if cid in frames)
+        reread = [cid for cid in batch if cid not in chunks]
         if reread:
             found, bad = read_checked(source, reread)
             if bad:
