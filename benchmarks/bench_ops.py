@@ -46,9 +46,15 @@ def _log(message: str) -> None:
 
 
 def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    for sock in socks:
+    """``n`` free ports below 55536: SeaweedFS serves gRPC on each port + 10000, which must be a port too."""
+    socks: list[socket.socket] = []
+    while len(socks) < n:
+        sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
+        if sock.getsockname()[1] < 55536:
+            socks.append(sock)
+        else:
+            sock.close()
     ports = [sock.getsockname()[1] for sock in socks]
     for sock in socks:
         sock.close()

@@ -30,11 +30,15 @@ SECRET_KEY = "engramtest-secret-key"
 
 
 def _free_ports(n: int) -> list[int]:
-    socks = []
-    for _ in range(n):
+    """``n`` free ports below 55536: SeaweedFS serves gRPC on some ports + 10000, which must be a port too."""
+    socks: list[socket.socket] = []
+    while len(socks) < n:
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
-        socks.append(sock)
+        if sock.getsockname()[1] < 55536:
+            socks.append(sock)
+        else:
+            sock.close()
     ports = [sock.getsockname()[1] for sock in socks]
     for sock in socks:
         sock.close()

@@ -14,7 +14,7 @@ from conftest import S3Server
 import engram
 from engram.errors import IntegrityError
 from engram.ops.backup import create_backup, get_backup, plan_restore, restore_backup, verify_backup
-from engram.ops.remotes import Remote, clone_into, open_remote, push
+from engram.ops.remotes import Remote, clone_into, open_remote, push, sync
 from engram.ops.remotes.packs import PACKS
 from engram.ops.remotes.stores import BucketChunkStore
 from engram.store import Memory
@@ -140,3 +140,86 @@ def _located(store: BucketChunkStore, cid: bytes) -> tuple[str, int, int]:
     found = store.locate(cid)
     assert found is not None and found[2] > 0, "the first commit is in a pack"
     return found
+
+
+def test_read_along_brings_the_following_commits_checked(history: tuple[Memory, str, int]) -> None:
+    """A read of one commit brings the commits stored after it, its ancestors in order; a corrupt one of those is
+    left out and not reported (nobody asked for it), while asking for it reports it."""
+    mem, url, _ = history
+    chain = [mem.head.id]
+    while len(chain) < 8:
+        chain.append(mem.repo.commit(chain[-1]).parents[0])
+    remote = open_remote(url)
+    store = remote.chunks
+    found, bad = store.read_along([chain[0]], 5)
+    assert list(found) == chain[:6] and not bad
+    assert all(found[cid] == mem.repo.chunks.get_many([cid])[cid] for cid in chain[:6])
+    key, at, length = _located(store, chain[3])
+    original = store.bucket.get_many([key])[key]
+    damaged = bytearray(original)
+    damaged[at + length // 2] ^= 0xFF
+    store.bucket.put_many({key: bytes(damaged)})
+    try:
+        fresh = open_remote(url)
+        found, bad = fresh.chunks.read_along([chain[0]], 5)
+        assert chain[3] not in found and not bad and set(found) == {*chain[:3], *chain[4:6]}
+        found, bad = fresh.chunks.read_along([chain[3]], 2)
+        assert chain[3] not in found and list(bad) == [chain[3]] and list(found) == chain[4:6]
+        fresh.close()
+    finally:
+        store.bucket.put_many({key: original})
+        remote.close()
+
+
+def test_a_corrupt_commit_read_along_refuses_the_clone(history: tuple[Memory, str, int], tmp_path: Path) -> None:
+    """A commit in the middle of the history, which the walk gets along with the ones before it instead of asking
+    for it, is checked all the same: one flipped byte is an IntegrityError and the clone writes no ref."""
+    mem, url, _ = history
+    cid = mem.head.id
+    for _ in range(COMMITS // 2):
+        cid = mem.repo.commit(cid).parents[0]
+    remote = open_remote(url)
+    store = remote.chunks
+    key, at, length = _located(store, cid)
+    original = store.bucket.get_many([key])[key]
+    damaged = bytearray(original)
+    damaged[at + length // 2] ^= 0xFF
+    store.bucket.put_many({key: bytes(damaged)})
+    try:
+        fresh = open_remote(url)
+        target = engram.open(str(tmp_path / "cloned"), embedder=None)
+        before = target.head.id
+        with pytest.raises(IntegrityError, match=cid.hex()):
+            clone_into(target.repo, fresh.chunks, fresh.refs)
+        assert target.head.id == before and not target.repo.refs.list("tags/")
+        target.close()
+        fresh.close()
+    finally:
+        store.bucket.put_many({key: original})
+        remote.close()
+
+
+@pytest.mark.parametrize("hold", [sync.HOLD_BYTES, 16 << 10])
+def test_clone_keeps_compressed_copies_and_writes_the_exact_chunks(
+    history: tuple[Memory, str, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hold: int
+) -> None:
+    """The walk keeps what it will write as the remote stores it (zstd frames, most with the remote's dictionary),
+    a fraction of the chunks' bytes; the clone writes exactly the source's chunks, also when the memory bound
+    (HOLD_BYTES) is small and most of them are read again at write time."""
+    mem, url, _ = history
+    monkeypatch.setattr(sync, "HOLD_BYTES", hold)
+    remote = open_remote(url)
+    target = engram.open(str(tmp_path / "cloned"), embedder=None)
+    plan = sync.plan_copy(remote.chunks, target.repo.chunks, set(remote.refs.list("heads/").values()))
+    kept = sum(len(frame) for frame, _ in plan.frames.values())
+    assert plan.ok and kept <= hold
+    if hold > kept + plan.bytes:
+        assert len(plan.frames) >= plan.chunks // 2 and kept < plan.bytes / 2
+        assert any(dictionary is not None for _, dictionary in plan.frames.values())
+    report = clone_into(target.repo, remote.chunks, remote.refs)
+    ids = report.written
+    assert len(ids) == plan.chunks and target.head.id == mem.head.id
+    assert target.repo.chunks.get_many(ids) == mem.repo.chunks.get_many(ids)
+    assert target.fsck().ok
+    remote.close()
+    target.close()

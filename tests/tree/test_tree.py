@@ -7,7 +7,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engram.backends import MemoryChunkStore, ValidatingChunkStore
-from engram.tree import NodeStore, build_tree, count, empty_tree, get, iter_entries, mutate, rank
+from engram.errors import IntegrityError
+from engram.tree import (
+    NodeStore,
+    build_tree,
+    count,
+    decode_node,
+    empty_tree,
+    get,
+    iter_entries,
+    mutate,
+    node_links,
+    rank,
+)
 from engram.tree.chunker import LEAF_TARGET, MAX_FACTOR
 
 GOLDEN_10K = "0bc1394d916fee2ccc8617a8f39111f6b608cc33"
@@ -142,3 +154,23 @@ def test_a_single_edit_writes_a_path_not_the_tree() -> None:
     mutate(ns, root, {b"key-005000": b"changed"})
     written = set(chunks.iter_ids()) - before
     assert 1 <= len(written) <= ns.load(root).level + 2
+
+
+def test_node_links_are_the_levels_and_children_of_a_full_decode() -> None:
+    """The walk of a copy reads (level, children) without decoding keys and values: the same as decode_node's,
+    at every level of a three-level tree; a chunk that is not a node, or one cut short, is an IntegrityError."""
+    inner = MemoryChunkStore()
+    build_tree(NodeStore(inner), golden_entries())
+    chunks = inner.get_many(list(inner.iter_ids()))
+    levels = set()
+    for cid, data in chunks.items():
+        node = decode_node(cid, data)
+        levels.add(node.level)
+        expected = [node.child(i) for i in range(len(node.keys))] if node.level else []
+        assert node_links(cid, data) == (node.level, expected)
+    assert levels == {0, 1, 2}
+    internal = next(data for cid, data in chunks.items() if data[1] > 0)
+    with pytest.raises(IntegrityError):
+        node_links(b"x" * 20, b"C{}")
+    with pytest.raises(IntegrityError):
+        node_links(b"x" * 20, internal[:-30])

@@ -7,7 +7,7 @@ The tree sees bytes only; meaning lives above it. Algorithms are free functions 
 from engram.tree.diff import Change, diff_trees
 from engram.tree.merge import Conflict, MergeResult, Resolver, merge_trees
 from engram.tree.mutate import build_tree, empty_tree, mutate
-from engram.tree.node import Node, NodeStore, decode_node
+from engram.tree.node import Node, NodeStore, decode_node, node_links
 from engram.tree.read import count, get, iter_entries, rank
 
 __all__ = [
@@ -26,5 +26,6 @@ __all__ = [
     "iter_entries",
     "merge_trees",
     "mutate",
+    "node_links",
     "rank",
 ]

@@ -98,6 +98,42 @@ def decode_node(cid: ChunkId, data: bytes) -> Node:
     return Node(cid, level, keys, values)
 
 
+def node_links(cid: ChunkId, data: bytes) -> tuple[int, list[ChunkId]]:
+    """(level, child ids) of a node chunk, without building its keys and values: what a walk of the tree needs
+    (a leaf has no children, so its entries are not parsed). A chunk that is not a node is an
+    :class:`IntegrityError`, as in :func:`decode_node`."""
+    try:
+        magic, level, n = _HEADER.unpack_from(data)
+        if magic != _MAGIC:
+            raise ValueError("not a tree node")
+        if level == 0:
+            return 0, []
+        ends = struct.unpack_from(f"<{n}I", data, _HEADER.size + 4 * n)  # the value ends
+    except (struct.error, ValueError) as exc:
+        raise IntegrityError(f"chunk {cid.hex()} is not a tree node: {exc}") from exc
+    base = _HEADER.size + 8 * n + (struct.unpack_from("<I", data, _HEADER.size + 4 * n - 4)[0] if n else 0)
+    refs = _REFS[n]
+    if ends == refs[0] and len(data) == base + refs[1].size:  # every value a child ref: one unpack
+        return level, list(refs[1].unpack_from(data, base))
+    children = [data[base + at : base + at + ID_SIZE] for at in (0, *ends[:-1])]
+    if any(len(child) != ID_SIZE for child in children):
+        raise IntegrityError(f"chunk {cid.hex()} is not a tree node: an entry is cut short")
+    return level, children
+
+
+class _Refs(dict[int, tuple[tuple[int, ...], struct.Struct]]):
+    """For an internal node of n entries whose values are all child refs (id + count): the value ends (28, 56,
+    ...) and a struct that unpacks the n child ids at once."""
+
+    def __missing__(self, n: int) -> tuple[tuple[int, ...], struct.Struct]:
+        size = ID_SIZE + 8
+        found = self[n] = (tuple(range(size, size * (n + 1), size)), struct.Struct("<" + f"{ID_SIZE}s8x" * n))
+        return found
+
+
+_REFS = _Refs()
+
+
 class NodeStore:
     """Loads and writes tree nodes over a :class:`ChunkStore`.
 

@@ -78,8 +78,14 @@ RANGE_GAP = 64 << 10
 PACK_CACHE_BYTES = 128 << 20
 #: A remote's dictionary is at most 1/DICT_SHARE of the write it is trained from: a small remote pays little.
 DICT_SHARE = 16
+#: Packs whose order of ids is kept for :meth:`BucketChunkStore.read_along`.
+ORDERS = 64
 #: Parallel requests of one read.
 READERS = 16
+
+
+#: A chunk as a remote stores it: one zstd frame, and the dictionary it needs (None: none).
+Frame = tuple[bytes, Dictionary | None]
 
 
 def chunk_key(cid: ChunkId) -> str:
@@ -122,6 +128,7 @@ class BucketChunkStore(ChunkStore):
         self._cache: OrderedDict[str, bytes] = OrderedDict()  # whole packs read lately
         self._cached = 0
         self._ranged: OrderedDict[str, int] = OrderedDict()  # packs read by byte range lately: how many times
+        self._orders: OrderedDict[str, tuple[list[ChunkId], dict[ChunkId, int]]] = OrderedDict()  # see read_along
         self._dicts: dict[int, Dictionary | None] = {}  # dictionary id -> as read (None: missing or damaged)
         self._writing: Dictionary | None = None  # the dictionary writes use
         self._dicts_at = -LISTING_TTL  # when the remote was last searched for a dictionary to write with
@@ -241,30 +248,68 @@ class BucketChunkStore(ChunkStore):
                                  f"{len(bad)} corrupt in this read: `engram backup verify` names them all")  # fmt: skip
         return found
 
-    def read_checked(self, ids: Iterable[ChunkId]) -> tuple[dict[ChunkId, bytes], dict[ChunkId, set[str]]]:
+    def read_checked(
+        self, ids: Iterable[ChunkId], *, frames: dict[ChunkId, Frame] | None = None
+    ) -> tuple[dict[ChunkId, bytes], dict[ChunkId, set[str]]]:
         """(the chunks found with a good copy, the chunks found only in copies that do not hash right, each with
-        the objects holding those copies); a chunk in neither is absent."""
+        the objects holding those copies); a chunk in neither is absent. ``frames``, when given, receives the
+        stored copy (a zstd frame) and its dictionary of each good chunk that was stored compressed: a third of
+        its bytes to keep in memory, which :func:`~engram.backends.compression.decompress` turns back into the
+        chunk checked here."""
         wanted = list(dict.fromkeys(ids))
         found: dict[ChunkId, bytes] = {}
         bad: dict[ChunkId, set[str]] = {}
         if not wanted:
             return found, bad
         packs, where = self._index()
-        self._read_copies([cid for cid in wanted if cid in where], packs, found, bad)
+        self._read_copies([cid for cid in wanted if cid in where], packs, found, bad, frames)
         rest = {chunk_key(cid): cid for cid in wanted if cid not in found}
         if rest:
             loose = self.bucket.get_many(rest)
             self._check({rest[key]: data for key, data in loose.items()}, {cid: key for key, cid in rest.items()},
-                        found, bad)  # fmt: skip
+                        found, bad, frames)  # fmt: skip
             still = [cid for cid in rest.values() if cid not in found and cid not in bad]
             if still:  # packed by another process since our listing, or repacked by a sweep
                 packs, where = self._index(refresh=True)
-                self._read_copies([cid for cid in still if cid in where], packs, found, bad)
+                self._read_copies([cid for cid in still if cid in where], packs, found, bad, frames)
         return found, {cid: places for cid, places in bad.items() if cid not in found}
 
+    def read_along(self, ids: Iterable[ChunkId], count: int) -> tuple[dict[ChunkId, bytes], dict[ChunkId, set[str]]]:
+        """:meth:`read_checked` of ``ids`` and, in the chunks found, of up to ``count`` chunks stored after each
+        in its pack (the bad ones of those are left out: nobody asked for them). A copy writes commits newest
+        first, each followed by its parent: a walk down a run of commits gets the next ones in one read."""
+        wanted = list(dict.fromkeys(ids))
+        packs, where = self._index()
+        extra: list[ChunkId] = []
+        for cid in wanted:
+            name = where.get(cid)
+            if name is not None and name in packs:
+                order, position = self._order(name, packs[name])
+                at = position[cid] + 1
+                extra.extend(order[at : at + count])
+        found, bad = self.read_checked([*wanted, *extra])
+        asked = set(wanted)
+        return found, {cid: places for cid, places in bad.items() if cid in asked}
+
+    def _order(self, name: str, pack: Pack) -> tuple[list[ChunkId], dict[ChunkId, int]]:
+        """The ids of a pack in the order stored, and the position of each (kept for the packs used lately)."""
+        with self._listing:
+            found = self._orders.get(name)
+            if found is not None:
+                self._orders.move_to_end(name)
+                return found
+        order = list(pack.entries)
+        found = (order, {cid: i for i, cid in enumerate(order)})
+        with self._listing:
+            self._orders[name] = found
+            while len(self._orders) > ORDERS:
+                self._orders.popitem(last=False)
+        return found
+
     def _read_copies(
-        self, ids: list[ChunkId], packs: dict[str, Pack], found: dict[ChunkId, bytes], bad: dict[ChunkId, set[str]]
-    ) -> None:
+        self, ids: list[ChunkId], packs: dict[str, Pack], found: dict[ChunkId, bytes], bad: dict[ChunkId, set[str]],
+        frames: dict[ChunkId, Frame] | None,
+    ) -> None:  # fmt: skip
         """Read ``ids`` from the newest pack holding each, then from older packs for those not good yet."""
         rank = 0
         while ids:
@@ -274,13 +319,13 @@ class BucketChunkStore(ChunkStore):
                 if rank < len(names) and names[rank] in packs:
                     where[cid] = names[rank]
             self._check(self._read_packed(list(where), packs, where), {c: n + ".pack" for c, n in where.items()},
-                        found, bad)  # fmt: skip
+                        found, bad, frames)  # fmt: skip
             ids = [cid for cid in where if cid not in found]
             rank += 1
 
     def _check(
         self, read: dict[ChunkId, bytes], places: Mapping[ChunkId, str], found: dict[ChunkId, bytes],
-        bad: dict[ChunkId, set[str]],
+        bad: dict[ChunkId, set[str]], frames: dict[ChunkId, Frame] | None = None,
     ) -> None:  # fmt: skip
         for cid, stored in read.items():
             did = frame_dictionary(stored)
@@ -288,6 +333,8 @@ class BucketChunkStore(ChunkStore):
             data = decode(cid, stored, dictionary)
             if data is not None:
                 found[cid] = data
+                if frames is not None and data is not stored:  # decoded from a frame (not stored as it is)
+                    frames[cid] = (stored, dictionary)
                 continue
             where = {places[cid], f"{DICTS}{did:08x}"} if did and dictionary is None else {places[cid]}
             bad.setdefault(cid, set()).update(where)

@@ -29,12 +29,13 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from engram.backends.base import ChunkStore, RefStore
+from engram.backends.compression import decompress
 from engram.errors import ChunkNotFoundError, ConflictError, IntegrityError, RefNotFoundError
 from engram.hashing import ChunkId, chunk_id
-from engram.objects import decode_commit, is_commit
-from engram.ops.remotes.stores import BucketChunkStore
+from engram.objects import Commit, decode_commit, is_commit
+from engram.ops.remotes.stores import BucketChunkStore, Frame
 from engram.repo import HEADS, TAGS, Repository
-from engram.tree import decode_node, empty_tree
+from engram.tree import empty_tree, node_links
 
 #: Ref namespaces a push of everything sends: branches, tags and the store's records (its embedder).
 SHARED = (HEADS, TAGS, "meta/")
@@ -45,7 +46,11 @@ READ_BATCH = 4096
 #: Commits read ahead along a run of new commits, to ask the receiving side about them at once (and to walk
 #: their trees together, in large batches).
 READ_AHEAD = 10_000
-#: Bytes of chunks kept in memory between finding and writing them; past it they are read again.
+#: Chunks read along with a commit of a remote, from those stored after it: a copy writes commits newest first,
+#: each followed by its parent, so a walk down a run of commits finds the next ones in what it read.
+ALONG = 512
+#: Bytes of chunks kept in memory between finding and writing them (a remote's as stored: compressed); past it
+#: they are read again.
 HOLD_BYTES = 1024 * 1024 * 1024
 #: Batches of one group written at once (a group's chunks never refer to each other).
 WRITERS = 4
@@ -83,6 +88,7 @@ class _Plan:
     nodes: dict[int, list[ChunkId]] = field(default_factory=dict)
     commits: dict[ChunkId, tuple[ChunkId, ...]] = field(default_factory=dict)
     held: dict[ChunkId, bytes] = field(default_factory=dict)
+    frames: dict[ChunkId, Frame] = field(default_factory=dict)
     held_bytes: int = 0
     present: int = 0
     had: list[ChunkId] = field(default_factory=list)
@@ -102,7 +108,8 @@ class CopyPlan:
     """The chunks a copy must write, in ``groups`` to write in turn (children before parents), the bytes of those
     kept in memory (``held``), how many reachable chunks the target already had, the bytes to write, and the
     chunks the source lacks (``missing``) or holds with bytes that do not hash to their id (``corrupt``), the
-    chunks the walk found in the target (``had``) and how many of those to write are commits."""
+    chunks the walk found in the target (``had``), how many of those to write are commits, and the chunks kept
+    as a remote stores them (``frames``: compressed, each decoded and hashed once as it was read)."""
 
     groups: list[list[ChunkId]]
     held: dict[ChunkId, bytes]
@@ -112,6 +119,7 @@ class CopyPlan:
     corrupt: list[ChunkId] = field(default_factory=list)
     had: list[ChunkId] = field(default_factory=list)
     commits: int = 0
+    frames: dict[ChunkId, Frame] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -147,7 +155,8 @@ def plan_copy(
     plan = _Plan()
     seen: set[ChunkId] = set()
     wave = list(dict.fromkeys(starts))
-    read: dict[ChunkId, bytes] = {}
+    read: dict[ChunkId, tuple[bytes, Commit]] = {}  # commits read ahead, decoded
+    spare: dict[ChunkId, bytes] = {}  # commits read along with others, before the walk asks for them
     examined = 0
     commitish = set(wave)  # ids that may be commits: the starts, and every parent met
     while wave:
@@ -162,19 +171,18 @@ def plan_copy(
         following: list[ChunkId] = []
         batches = [descend[i : i + READ_BATCH] for i in range(0, len(descend), READ_BATCH)]
         # each batch read while the one before is looked at; what the read-ahead of commits held is not read again
-        reads = prefetched(lambda batch: read_checked(source, [cid for cid in batch if cid not in read]), batches)
-        for batch, (good, bad) in zip(batches, reads, strict=True):
-            found = {cid: read.pop(cid) for cid in batch if cid in read}
-            found.update(good)
+        reads = prefetched(lambda batch: _read_frames(source, [cid for cid in batch if cid not in read]), batches)
+        for batch, (good, bad, frames) in zip(batches, reads, strict=True):
+            ahead = {cid: read.pop(cid) for cid in batch if cid in read}
             for cid in batch:
-                data = found.get(cid)
+                data, commit = ahead[cid] if cid in ahead else (good.get(cid), None)
                 if data is None:
                     (plan.corrupt if cid in bad else plan.missing).append(cid)
                     continue
-                children, parents = _classify(plan, cid, data, cid in missing, thorough)
+                children, parents = _classify(plan, cid, data, cid in missing, thorough, commit, frames.get(cid))
                 commitish.update(parents)
                 following.extend(children)
-                chain = _read_ahead(source, parents, seen, known, read)
+                chain = _read_ahead(source, parents, seen, known, read, spare)
                 commitish.update(chain)
                 following.extend(chain)
             examined += len(batch)
@@ -182,7 +190,18 @@ def plan_copy(
                 progress("finding", examined, None)
         wave = [cid for cid in dict.fromkeys(following) if cid not in seen]
     return CopyPlan(plan.order(), plan.held, plan.present, plan.bytes, plan.missing, plan.corrupt, plan.had,
-                    len(plan.commits))  # fmt: skip
+                    len(plan.commits), plan.frames)  # fmt: skip
+
+
+def _read_frames(
+    source: ChunkStore, ids: list[ChunkId]
+) -> tuple[dict[ChunkId, bytes], set[ChunkId], dict[ChunkId, Frame]]:
+    """:func:`read_checked` of ``ids``, and from a remote the stored (compressed) copy of each good chunk."""
+    if not isinstance(source, BucketChunkStore):
+        return (*read_checked(source, ids), {})
+    frames: dict[ChunkId, Frame] = {}
+    found, bad = source.read_checked(ids, frames=frames)
+    return found, set(bad), frames
 
 
 def prefetched(read: Callable[[list[ChunkId]], T], batches: list[list[ChunkId]]) -> Iterator[T]:
@@ -230,48 +249,67 @@ def _absent(target: ChunkStore, ids: list[ChunkId]) -> set[ChunkId]:
 
 def _read_ahead(
     source: ChunkStore, parents: list[ChunkId], seen: set[ChunkId], known: Collection[ChunkId],
-    read: dict[ChunkId, bytes],
+    read: dict[ChunkId, tuple[bytes, Commit]], spare: dict[ChunkId, bytes],
 ) -> list[ChunkId]:  # fmt: skip
-    """Commits along ``parents`` back to the known ones (at most READ_AHEAD), read once and kept in ``read``."""
+    """Commits along ``parents`` back to the known ones (at most READ_AHEAD), read and decoded once and kept in
+    ``read``. From a remote, each read brings the commits stored after the ones asked for (:data:`ALONG`), kept
+    in ``spare`` (hash-checked, at most READ_AHEAD of them) until the walk asks for them."""
     chain: list[ChunkId] = []
     todo = [cid for cid in parents if cid not in seen and cid not in known and cid not in read]
     while todo and len(chain) < READ_AHEAD:
-        found, _ = read_checked(source, todo)
+        found = {cid: spare.pop(cid) for cid in todo if cid in spare}
+        rest = [cid for cid in todo if cid not in found]
+        if rest and isinstance(source, BucketChunkStore):
+            asked = set(rest)
+            for cid, data in source.read_along(rest, ALONG)[0].items():
+                if cid in asked:
+                    found[cid] = data
+                elif len(spare) < READ_AHEAD and is_commit(data):
+                    spare[cid] = data
+        elif rest:
+            found.update(read_checked(source, rest)[0])
         following: list[ChunkId] = []
         for cid in todo:
-            data = found.get(cid)
-            if data is None or not is_commit(data):
+            got = found.get(cid)
+            if got is None or not is_commit(got):
                 continue  # reported when the walk gets there
-            read[cid] = data
+            commit = decode_commit(cid, got)
+            read[cid] = (got, commit)
             chain.append(cid)
-            following.extend(decode_commit(cid, data).parents)
+            following.extend(commit.parents)
         todo = [cid for cid in dict.fromkeys(following) if cid not in seen and cid not in known and cid not in read]
     return chain
 
 
 def _classify(
-    plan: _Plan, cid: ChunkId, data: bytes, missing: bool, thorough: bool
-) -> tuple[list[ChunkId], list[ChunkId]]:
+    plan: _Plan, cid: ChunkId, data: bytes, missing: bool, thorough: bool, commit: Commit | None = None,
+    frame: Frame | None = None,
+) -> tuple[list[ChunkId], list[ChunkId]]:  # fmt: skip
     """Record a missing chunk in the plan; returns (the chunks to look at next, the parent commits among them).
     A present commit leads to its parents only (its tree is complete: commits are written after every node) and
-    a present node nowhere, unless ``thorough``."""
+    a present node nowhere, unless ``thorough``. ``commit``: the chunk decoded already (read ahead); ``frame``:
+    its stored copy on a remote, kept instead of ``data`` (smaller)."""
     inside = missing or thorough
     parents: list[ChunkId] = []
     if is_commit(data):
-        commit = decode_commit(cid, data)
+        commit = commit or decode_commit(cid, data)
         if missing:
             plan.commits[cid] = commit.parents
         parents = list(commit.parents)
         children = [*commit.parents, commit.tree] if inside else parents
     else:
-        node = decode_node(cid, data)
+        level, below = node_links(cid, data)
         if missing:
-            plan.nodes.setdefault(node.level, []).append(cid)
-        children = [node.child(i) for i in range(len(node.keys))] if node.level > 0 and inside else []
+            plan.nodes.setdefault(level, []).append(cid)
+        children = below if inside else []
     plan.bytes += len(data) if missing else 0
-    if missing and plan.held_bytes + len(data) <= HOLD_BYTES:
-        plan.held[cid] = data
-        plan.held_bytes += len(data)
+    size = len(data) if frame is None else len(frame[0])
+    if missing and plan.held_bytes + size <= HOLD_BYTES:
+        if frame is None:
+            plan.held[cid] = data
+        else:
+            plan.frames[cid] = frame
+        plan.held_bytes += size
     return children, parents
 
 
@@ -283,12 +321,14 @@ def copy_chunks(
     ``known``: commits the target has (see :func:`plan_copy`)."""
     plan = plan_copy(source, target, starts, thorough=thorough, known=known, progress=progress)
     plan.refuse()
-    held, total = plan.held, plan.chunks
+    held, frames, total = plan.held, plan.frames, plan.chunks
     report = TransferReport(present=plan.present, commits=plan.commits, had=plan.had)
 
     def write(batch: list[ChunkId]) -> int:
         chunks = {cid: held[cid] for cid in batch if cid in held}
-        reread = [cid for cid in batch if cid not in held]
+        # a kept frame decodes to the bytes that were hashed as it was read (and zstd checks its checksum)
+        chunks.update((cid, decompress(*frames[cid])) for cid in batch if cid in frames)
+        reread = [cid for cid in batch if cid not in chunks]
         if reread:
             found, bad = read_checked(source, reread)
             if bad:
