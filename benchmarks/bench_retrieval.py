@@ -14,8 +14,10 @@ Each search runs with the library's default ``when`` (``"auto"``: time expressio
 matching session dates; each question's reference time is its conversation's last session). ``--when off`` runs every
 mode and profile a second time with that ``when`` (``off``: no time), and reports how many questions hold a time
 expression and what parsing costs per query (with ``--chats``, the generated data set too). ``--cv-time`` chooses
-``when="auto"``'s constants (``TIME_WEIGHT``, ``HALF_LIFE_DAYS``) by cross-validation over ``--time-weights`` x
-``--half-lives`` (retrieval_cv_time.py).
+``when="auto"``'s constants (``TIME_WEIGHT``, ``HALF_LIFE_DAYS``, ``ANSWER_WEIGHT``) by cross-validation over
+``--time-weights`` x ``--half-lives`` x ``--answer-weights`` (retrieval_cv_time.py). ``--levers`` measures changes
+of the scoring offline (keyword and semantic transforms, BM25's constants and statistics), each over ``--grid`` and
+cross-validated on both data sets (retrieval_levers.py).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any
 import memory_chats
 import retrieval_cv
 import retrieval_cv_time
+import retrieval_levers
 
 import engram
 from engram.store.timeq import parse_time
@@ -226,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cv-folds", default="2,5", help="fold counts of --cv, split by conversation")
     parser.add_argument("--cv-latency", default=None, help="with --cv: p50 of the hybrid search at these keyword "
                         "weights (e.g. 0.8,0.6), interleaved question by question")  # fmt: skip
+    parser.add_argument("--levers", action="store_true", help="measure ranking levers offline over --grid, "
+                        "cross-validated (retrieval_levers.py)")  # fmt: skip
+    parser.add_argument("--levers-only", default=None, help="with --levers: only the levers whose name holds this")
     parser.add_argument("--cv-time", action="store_true", help="cross-validate when='auto''s time constants")
     parser.add_argument("--time-weights", default="0.05,0.1,0.15,0.2,0.25,0.3,0.4", help="weights tried by --cv-time")
     parser.add_argument("--half-lives", default="1,3,7,14,30", help="half-lives (days) tried by --cv-time")
@@ -252,6 +258,15 @@ def main(argv: list[str] | None = None) -> int:
         extra["chats"] = (chats, load(memory_chats.generate(), chats, fields)[0])
         chats.search(("locomo",), "warm up")
         chats.flush_index()
+    if args.levers:
+        stores = {"locomo": (mem, questions), **extra}
+        found = retrieval_levers.run(stores, retrieval_cv.parse_grid(args.grid),
+                                     [int(k) for k in args.cv_folds.split(",")], lambda c: CATEGORIES.get(c, str(c)),
+                                     lambda line: print(line, file=sys.stderr), args.levers_only)  # fmt: skip
+        out = args.out.with_name("retrieval_levers.json") if args.out.name == "retrieval.json" else args.out
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(found, indent=2, default=str))
+        return 0
     if args.cv_time:
         stores = {"locomo": (mem, questions), **extra}
         grid = retrieval_cv_time.parse_pairs(args.time_weights, args.half_lives, args.answer_weights)

@@ -1,4 +1,4 @@
-"""Fusion weights by embedder (engram.index.fusion): MiniLM keeps ADR 0002's 0.8 / 0.2, all-mpnet-base-v2 gets
+"""Fusion weights by embedder (engram.index.fusion): MiniLM gets 0.5 / 0.5, all-mpnet-base-v2 gets
 0.45 / 0.55, other models the default; every engine ranks and explains with the weights of its embedder."""
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ TABLE = {"apple": [1.0, 0.0], "pie": [0.0, 1.0], "tart": [0.6, 0.8]}
 
 
 def test_fusion_weights_are_keyed_by_model_name() -> None:
-    assert fusion_weights("all-MiniLM-L6-v2/onnx-int8") == (0.55, 0.45)  # cross-validated on two data sets
-    assert fusion_weights("all-MiniLM-L6-v2/onnx-sha256:0123456789abcdef") == (0.55, 0.45)
+    assert fusion_weights("all-MiniLM-L6-v2/onnx-int8") == (0.5, 0.5)  # cross-validated on two data sets
+    assert fusion_weights("all-MiniLM-L6-v2/onnx-sha256:0123456789abcdef") == (0.5, 0.5)
     assert DEFAULT_WEIGHTS == (0.8, 0.2)
     assert fusion_weights("all-mpnet-base-v2/onnx-sha256:0123456789abcdef+tokenizer-sha256:0+mean+384") == (0.45, 0.55)
     assert fusion_weights("hashing-v1-384") == fusion_weights(None) == DEFAULT_WEIGHTS

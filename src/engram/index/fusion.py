@@ -16,12 +16,13 @@ KEYWORD_WEIGHT = 0.8
 SEMANTIC_WEIGHT = 0.2
 DEFAULT_WEIGHTS = (KEYWORD_WEIGHT, SEMANTIC_WEIGHT)
 
-#: (keyword, semantic) weights by model name. MiniLM: 0.55 / 0.45, chosen by cross-validation on LoCoMo (split by
-#: conversation) and a generated assistant-chat data set (benchmarks/bench_retrieval.py --cv --chats; ADR 0002,
-#: second amendment). all-mpnet-base-v2: 0.45 / 0.55, by the same cross-validation (ADR 0002, third amendment).
+#: (keyword, semantic) weights by model name. MiniLM: 0.5 / 0.5, chosen with BM25's B by cross-validation on LoCoMo
+#: (split by conversation) and a generated assistant-chat data set (benchmarks/bench_retrieval.py --levers --chats;
+#: ADR 0002, fourth amendment). all-mpnet-base-v2: 0.45 / 0.55, by the same cross-validation (ADR 0002, third
+#: amendment).
 FUSION_WEIGHTS = MappingProxyType(
     {
-        "all-MiniLM-L6-v2": (0.55, 0.45),
+        "all-MiniLM-L6-v2": (0.5, 0.5),
         "all-mpnet-base-v2": (0.45, 0.55),
     }
 )

@@ -20,10 +20,12 @@ import numpy.typing as npt
 
 #: BM25 term-frequency saturation (the usual 1.2).
 K1 = 1.2
-#: BM25 length normalisation. Memories are short single-topic texts whose extra length carries facts,
-#: not repetition, so normalisation is weak (0.3, not the 0.75 tuned for web pages); on LoCoMo this
-#: moved keyword recall@10 from 0.621 to 0.642 (benchmarks/history/RESULTS-to-2026-11-27.md).
-B = 0.3
+#: BM25 length normalisation: none. Memories are short single-topic texts whose extra length carries facts,
+#: not repetition, so a longer item is not penalised (not the 0.75 tuned for web pages; 0.3 before). Chosen
+#: with the fusion weights by cross-validation on LoCoMo and the generated chats (benchmarks/RESULTS.md,
+#: "Ranking levers"; ADR 0002, fourth amendment). A term's weight is then ``idf * tf * (K1 + 1) / (tf + K1)``,
+#: whatever the item's length; the length-normalised form stays for a B above 0.
+B = 0.0
 
 
 #: Query terms whose live postings (and their BM25 weights at the last statistics) are kept for the next

@@ -157,6 +157,16 @@ SEARCH_MIGRATIONS: tuple[Migration, ...] = (
             SELECT repo, branch, ns_path, count(*) FROM engram_docs GROUP BY repo, branch, ns_path;
         """,
     ),
+    Migration(
+        110,
+        "search: BM25 without length normalisation: a posting's impact is tf * 2.2 / (tf + 1.2) whatever the item's "
+        "length, recomputed in place from each row's term frequencies",
+        """
+        UPDATE engram_postings p SET impact = (u.tf * 2.2 / (u.tf + 1.2))::real
+            FROM engram_docs d CROSS JOIN LATERAL unnest(d.term_list, d.tf_list) AS u(term, tf)
+            WHERE p.repo = d.repo AND p.branch = d.branch AND p.key = d.key AND p.term = u.term;
+        """,
+    ),
 )
 
 

@@ -13,7 +13,7 @@ something. Nothing is rescaled within a result set::
                                          each query term once (the sum of the terms' idfs)
     semantic   = max(cosine, 0)
     similarity = kw * keyword + sem * semantic        (hybrid; keyword or semantic alone in those modes;
-                                                     kw, sem by embedder: 0.8, 0.2 for MiniLM, engram.index.fusion)
+                                                     kw, sem by embedder: 0.5, 0.5 for MiniLM, engram.index.fusion)
     score      = w_similarity * similarity + w_confidence * confidence + w_recency * recency
 """
 
