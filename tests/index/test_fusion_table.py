@@ -1,5 +1,5 @@
 """Fusion weights by embedder (engram.index.fusion): MiniLM gets 0.5 / 0.5, all-mpnet-base-v2 gets
-0.45 / 0.55, other models the default; every engine ranks and explains with the weights of its embedder."""
+0.4 / 0.6, other models the default; every engine ranks and explains with the weights of its embedder."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_fusion_weights_are_keyed_by_model_name() -> None:
     assert fusion_weights("all-MiniLM-L6-v2/onnx-int8") == (0.5, 0.5)  # cross-validated on two data sets
     assert fusion_weights("all-MiniLM-L6-v2/onnx-sha256:0123456789abcdef") == (0.5, 0.5)
     assert DEFAULT_WEIGHTS == (0.8, 0.2)
-    assert fusion_weights("all-mpnet-base-v2/onnx-sha256:0123456789abcdef+tokenizer-sha256:0+mean+384") == (0.45, 0.55)
+    assert fusion_weights("all-mpnet-base-v2/onnx-sha256:0123456789abcdef+tokenizer-sha256:0+mean+384") == (0.4, 0.6)
     assert fusion_weights("hashing-v1-384") == fusion_weights(None) == DEFAULT_WEIGHTS
     assert all(math.isclose(sum(weights), 1.0) for weights in FUSION_WEIGHTS.values())
 
@@ -36,10 +36,10 @@ def test_rank_fuses_and_explains_with_the_embedders_weights() -> None:
     signals = Signals(np.ones(1, dtype=bool), np.array([NOW]), np.array([0.5]), np.array([2.0]), np.array([0.4]), 4.0)
     keyword, semantic = math.tanh(0.5), float(np.float64(0.4))
     mpnet = rank(signals, "hybrid", PROFILES["similarity"], NOW, embedder="all-mpnet-base-v2/x")
-    assert mpnet.score(0) == pytest.approx(0.45 * keyword + 0.55 * semantic)
+    assert mpnet.score(0) == pytest.approx(0.4 * keyword + 0.6 * semantic)
     explained = mpnet.explain(0)
-    assert (explained["keyword_weight"], explained["semantic_weight"]) == (0.45, 0.55)
-    assert "similarity = 0.45*keyword + 0.55*semantic" in explained["formula"]
+    assert (explained["keyword_weight"], explained["semantic_weight"]) == (0.4, 0.6)
+    assert "similarity = 0.4*keyword + 0.6*semantic" in explained["formula"]
     assert sum(explained["components"].values()) == pytest.approx(mpnet.score(0))
     other = rank(signals, "hybrid", PROFILES["similarity"], NOW, embedder="some-model/v1")
     assert other.score(0) == pytest.approx(0.8 * keyword + 0.2 * semantic)
@@ -68,7 +68,7 @@ def test_a_hybrid_search_uses_the_weights_of_its_embedder(mpnet_named: Memory) -
     assert [item.key for item in found] == ["a", "b"]
     top, meaning_only = found[0].explain, found[1].explain
     assert top is not None and meaning_only is not None
-    assert (top["keyword_weight"], top["semantic_weight"]) == (0.45, 0.55)
-    assert found[0].score == pytest.approx(0.45 * top["keyword"] + 0.55 * top["semantic"])
+    assert (top["keyword_weight"], top["semantic_weight"]) == (0.4, 0.6)
+    assert found[0].score == pytest.approx(0.4 * top["keyword"] + 0.6 * top["semantic"])
     assert meaning_only["semantic"] == pytest.approx(0.6, abs=1e-3)  # cosine(apple, tart), no shared word
-    assert found[1].score == pytest.approx(0.55 * meaning_only["semantic"])
+    assert found[1].score == pytest.approx(0.6 * meaning_only["semantic"])

@@ -18,12 +18,12 @@ DEFAULT_WEIGHTS = (KEYWORD_WEIGHT, SEMANTIC_WEIGHT)
 
 #: (keyword, semantic) weights by model name. MiniLM: 0.5 / 0.5, chosen with BM25's B by cross-validation on LoCoMo
 #: (split by conversation) and a generated assistant-chat data set (benchmarks/bench_retrieval.py --levers --chats;
-#: ADR 0002, fourth amendment). all-mpnet-base-v2: 0.45 / 0.55, by the same cross-validation (ADR 0002, third
-#: amendment).
+#: ADR 0002, fourth amendment). all-mpnet-base-v2: 0.4 / 0.6, by the same cross-validation with B 0 (ADR 0002,
+#: third and fourth amendments).
 FUSION_WEIGHTS = MappingProxyType(
     {
         "all-MiniLM-L6-v2": (0.5, 0.5),
-        "all-mpnet-base-v2": (0.45, 0.55),
+        "all-mpnet-base-v2": (0.4, 0.6),
     }
 )
 
