@@ -115,11 +115,7 @@ def test_a_commit_pack_read_whole_is_still_checked_chunk_by_chunk(
         first = mem.repo.commit(first.parents[0])
     store = remote.chunks
     assert isinstance(store, BucketChunkStore)
-    key, at, length = _located(store, first.id)
-    original = store.bucket.get_many([key])[key]
-    damaged = bytearray(original)
-    damaged[at + length // 2] ^= 0xFF
-    store.bucket.put_many({key: bytes(damaged)})
+    key, original = _flip(store, first.id)
     try:
         fresh = open_remote(url)
         target = engram.open(str(tmp_path / "restored"), embedder=None)
@@ -136,10 +132,17 @@ def test_a_commit_pack_read_whole_is_still_checked_chunk_by_chunk(
         remote.close()
 
 
-def _located(store: BucketChunkStore, cid: bytes) -> tuple[str, int, int]:
+def _flip(store: BucketChunkStore, cid: bytes) -> tuple[str, bytes]:
+    """Flip one byte in the middle of ``cid``'s bytes in its pack; return the pack's key and its original bytes
+    (for the caller to put back)."""
     found = store.locate(cid)
-    assert found is not None and found[2] > 0, "the first commit is in a pack"
-    return found
+    assert found is not None and found[2] > 0, "the chunk is in a pack"
+    key, at, length = found
+    original = store.bucket.get_many([key])[key]
+    damaged = bytearray(original)
+    damaged[at + length // 2] ^= 0xFF
+    store.bucket.put_many({key: bytes(damaged)})
+    return key, original
 
 
 def test_read_along_brings_the_following_commits_checked(history: tuple[Memory, str, int]) -> None:
@@ -154,11 +157,7 @@ def test_read_along_brings_the_following_commits_checked(history: tuple[Memory, 
     found, bad = store.read_along([chain[0]], 5)
     assert list(found) == chain[:6] and not bad
     assert all(found[cid] == mem.repo.chunks.get_many([cid])[cid] for cid in chain[:6])
-    key, at, length = _located(store, chain[3])
-    original = store.bucket.get_many([key])[key]
-    damaged = bytearray(original)
-    damaged[at + length // 2] ^= 0xFF
-    store.bucket.put_many({key: bytes(damaged)})
+    key, original = _flip(store, chain[3])
     try:
         fresh = open_remote(url)
         found, bad = fresh.chunks.read_along([chain[0]], 5)
@@ -180,11 +179,7 @@ def test_a_corrupt_commit_read_along_refuses_the_clone(history: tuple[Memory, st
         cid = mem.repo.commit(cid).parents[0]
     remote = open_remote(url)
     store = remote.chunks
-    key, at, length = _located(store, cid)
-    original = store.bucket.get_many([key])[key]
-    damaged = bytearray(original)
-    damaged[at + length // 2] ^= 0xFF
-    store.bucket.put_many({key: bytes(damaged)})
+    key, original = _flip(store, cid)
     try:
         fresh = open_remote(url)
         target = engram.open(str(tmp_path / "cloned"), embedder=None)
