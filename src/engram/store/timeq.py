@@ -212,14 +212,16 @@ _ASKS = re.compile(
     r"(?:date|day|month|year))\b",
     re.IGNORECASE,
 )
-# A time in a memory's words: a relative day, week, month or year, a count back or ahead, a month's name (not "may",
-# a verb far more often) or a year.
+# A time in a memory's words: a relative day, week, month or year, a month's name (not "may", a verb far more often)
+# or a year; and a count back ("two weeks ago"), looked for only when "ago" is there (a cheap test first: a
+# memory's words are read for every candidate of a question that asks when).
 _STATES = re.compile(
     rf"\b(?:yesterday|today|tonight|tomorrow|recently|(?:last|this|next|past)\s+(?:night|week|weekend|month|year|"
-    rf"{_SEASON}|{_WEEKDAY})|(?:{_NUMBER}|couple\s+of)\s+{_UNIT}\s+ago|"
-    rf"(?:january|february|march|april|june|july|august|sept(?:ember)?|october|november|december)|{_YEAR})\b",
+    rf"{_SEASON}|{_WEEKDAY})|january|february|march|april|june|july|august|sept(?:ember)?|october|november|"
+    rf"december|{_YEAR})\b",
     re.IGNORECASE,
 )
+_AGO = re.compile(rf"\b(?:{_NUMBER}|couple\s+of)\s+{_UNIT}\s+ago\b", re.IGNORECASE)
 
 
 def asks_when(query: str) -> bool:
@@ -230,8 +232,16 @@ def asks_when(query: str) -> bool:
 
 def states_time(text: str) -> bool:
     """Whether ``text`` states a time in its own words: "yesterday", "last week", "two days ago", "in July", "2022"
-    (not the word "may")."""
-    return bool(_STATES.search(text))
+    (not the word "may"). Cached for texts up to 2,000 characters: the same memories are candidates of many
+    questions."""
+    return _states(text) if len(text) <= 2_000 else _states.__wrapped__(text)
+
+
+@lru_cache(maxsize=8_192)
+def _states(text: str) -> bool:
+    if _STATES.search(text):
+        return True
+    return "ago" in text.lower() and bool(_AGO.search(text))
 
 
 def parse_time(query: str, reference: datetime | str | int | None = None, *, now_ms: int | None = None) -> TimeQuery:
