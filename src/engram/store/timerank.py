@@ -57,12 +57,12 @@ TIME_FIELDS = ("date", "time", "timestamp", "datetime")
 #: the match halves: chosen together by cross-validation over LoCoMo and the generated chats (split by conversation,
 #: 2 and 5 folds; ``bench_retrieval.py --cv-time --chats``, benchmarks/RESULTS.md). The chats answer the same at
 #: every pair of the grid since habits and questions about the future no longer read as dates.
-TIME_WEIGHT = 0.2
-HALF_LIFE_DAYS = 14.0
+TIME_WEIGHT = 0.15
+HALF_LIFE_DAYS = 7.0
 #: Added to the score of an item that states a time in its own words ("yesterday", "last May", "in 2022") when the
-#: question asks for one ("When did ...?"): chosen by the same cross-validation over LoCoMo and the chats (both prefer
-#: 0.15-0.2; benchmarks/RESULTS.md).
-ANSWER_WEIGHT = 0.2
+#: question asks for one ("When did ...?"): chosen with the two above by the same cross-validation over LoCoMo and
+#: the chats (benchmarks/RESULTS.md).
+ANSWER_WEIGHT = 0.1
 #: What a search with a query does about time when it names no ``when`` (``None``): favour what its time expressions
 #: name. A listing (no query) has no score to favour a time with, so it is always off.
 DEFAULT_WHEN = "auto"
