@@ -310,7 +310,8 @@ def memory_notes(
     if workspace is not None:
         notes = (workspace.search(query, 50) if query.strip() else []) + workspace.recent(50)
     else:
-        found = list(memory.search(target, query, limit=50, refresh_ttl=False)) if query.strip() else []
+        # a lookup by content, not a question about time: a date in the conversation must not filter what it finds
+        found = list(memory.search(target, query, limit=50, refresh_ttl=False, when="off")) if query.strip() else []
         found += memory.search(target, None, limit=50, refresh_ttl=False)  # then the newest ones
         notes = [note_of(item) for item in found if item.namespace == target]
     kept: list[MemoryNote] = []

@@ -287,7 +287,9 @@ class Run:
             return f"m-{plan.run_id}-{next(counter)}-{secrets.token_hex(2)}"
 
         def search(query: str, limit: int) -> list[Any]:
-            return list(reader.search(plan.target, query or None, limit=limit, refresh_ttl=False))
+            # a lookup by content: a date in the model's query must not filter out the memory it should update
+            return list(reader.search(plan.target, query or None, limit=limit, refresh_ttl=False,
+                                      when="off" if query else None))  # fmt: skip
 
         with handle.transaction("writer run", author=author) as tx:
             workspace = Workspace(tx, plan.target, search, run_id=plan.run_id, new_key=new_key)
