@@ -10,6 +10,10 @@ copied here: its licence is non-commercial); without it the script says so and e
 block at ``--budget`` tokens (1,000 by default) versus inside the top-10 hits of the same hybrid search, and the
 p50 latency of each (``--questions N`` takes N questions spread evenly over the data set).
 
+``--latency`` times the hybrid search with the default ``when`` against ``when="off"``, question by question, the arms
+interleaved (``--reps`` each; retrieval_latency.py): p50 and p90 for all questions and for those with a time
+expression, asking when, or neither.
+
 Each search runs with the library's default ``when`` (``"auto"``: time expressions in the question favour turns of
 matching session dates; each question's reference time is its conversation's last session). ``--when off`` runs every
 mode and profile a second time with that ``when`` (``off``: no time), and reports how many questions hold a time
@@ -35,6 +39,7 @@ from typing import Any
 import memory_chats
 import retrieval_cv
 import retrieval_cv_time
+import retrieval_latency
 import retrieval_levers
 
 import engram
@@ -223,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
         default="text",
         help="index the turns' text field only (as before), or store them with the default fields",
     )
+    parser.add_argument("--latency", action="store_true", help="p50 / p90 of the default against when='off', "
+                        "paired question by question (retrieval_latency.py)")  # fmt: skip
+    parser.add_argument("--reps", type=int, default=3, help="with --latency: timed searches per question and arm")
     parser.add_argument("--chats", action="store_true", help="also the generated data set (memory_chats.py)")
     parser.add_argument("--cv", action="store_true", help="cross-validate the fusion weights (retrieval_cv.py)")
     parser.add_argument("--grid", default="0.5:0.9:0.05", help="keyword weights tried by --cv (start:stop:step)")
@@ -290,6 +298,13 @@ def main(argv: list[str] | None = None) -> int:
         out = args.out.with_name("retrieval_cv.json") if args.out.name == "retrieval.json" else args.out
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(found, indent=2))
+        return 0
+    if args.latency:
+        timed = retrieval_latency.paired(mem, questions, args.reps, lambda line: print(line, file=sys.stderr))
+        retrieval_latency.print_table(timed)
+        out = args.out.with_name("retrieval_latency.json") if args.out.name == "retrieval.json" else args.out
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"questions": len(questions), "reps": args.reps, "latency": timed}, indent=2))
         return 0
     if args.context:
         run = evaluate_context(mem, questions, args.budget)

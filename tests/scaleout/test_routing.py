@@ -44,11 +44,15 @@ def test_by_month_fans_out_and_merges_like_one_repository(cluster: Cluster) -> N
             ("bravo memory", {"mode": "semantic"}),
             ("charlie", {"mode": "semantic", "profile": "quality"}),
             ("delta echo", {"mode": "semantic", "offset": 3, "limit": 4}),
+            ("golf memory in February 2026", {"mode": "semantic", "reference_time": "2026-04-01"}),  # time stage
+            ("hotel", {"mode": "semantic", "when": "in March 2026", "offset": 2, "limit": 3}),
         ]:
             merged = routed.search(("notes",), query, **options)  # type: ignore[arg-type]
             alone = single.search(("notes",), query, **options)  # type: ignore[arg-type]
             assert keys(merged) == keys(alone), (query, options)
             assert [r.score for r in merged] == pytest.approx([r.score for r in alone])
+        february = routed.search(("notes",), "golf memory in February 2026", reference_time="2026-04-01", limit=5)
+        assert [r.created_at.month for r in february] == [2] * 5  # the time stage ran in every repository
         keyword = routed.search(("notes",), "foxtrot", mode="keyword", limit=5)
         assert keyword and all("foxtrot" in r.value["text"] for r in keyword)
         assert keyword.mode == "keyword"

@@ -12,7 +12,8 @@ import engram
 from engram import Memory
 from engram.errors import InvalidInputError
 from engram.store import timerank
-from engram.store.item import SearchItem
+from engram.store.item import SearchItem, SearchResults
+from engram.store.operations import SearchOp
 from engram.store.timeq import DAY_MS, TimeWindow, to_ms
 
 NS = ("trips",)
@@ -136,6 +137,7 @@ def test_the_candidate_window_widens_until_the_page_is_exact() -> None:
         found = mem.search(NS, "hiking in July 2023", mode="keyword", when="auto", reference_time=REFERENCE, limit=3)
     finally:
         timerank.CANDIDATES = old
+    mem.pool.query_cache.clear()  # not the cached result of the search above
     expected = mem.search(NS, "hiking in July 2023", mode="keyword", when="auto", reference_time=REFERENCE, limit=3)
     assert [(i.key, i.score) for i in found] == [(i.key, i.score) for i in expected]
 
@@ -218,3 +220,47 @@ def test_a_question_asking_when_favours_memories_that_state_a_time() -> None:
         other = "Did Sam go to the support group?"  # no question of time: nothing changes
         plain = mem.search(NS, other, reference_time=REFERENCE)
         assert [(i.key, i.score) for i in plain] == [(i.key, i.score) for i in mem.search(NS, other, when="off")]
+
+
+def test_widening_asks_only_for_the_candidates_not_seen_yet() -> None:
+    at = datetime(2023, 1, 1, tzinfo=UTC)
+    ranked = [  # a first stage of 60 candidates; the best 50 dated May, the rest July
+        SearchItem(NS, f"k{n:02d}", {"date": "2023-05-10" if n < 50 else "2023-07-10"}, at, at, score=1 - n / 1000)
+        for n in range(60)
+    ]
+    asked: list[tuple[int, int]] = []
+
+    def inner(op: SearchOp) -> SearchResults:
+        assert op.limit is not None
+        asked.append((op.offset, op.limit))
+        return SearchResults(ranked[op.offset : op.offset + op.limit], "keyword", "keyword")
+
+    request = SearchOp(NS, "hiking in July 2023", limit=3, when="auto", reference_time=REFERENCE)
+    old = timerank.CANDIDATES
+    timerank.CANDIDATES = 4
+    try:
+        found = timerank.run(request, inner)
+    finally:
+        timerank.CANDIDATES = old
+    assert asked == [(0, 4), (4, 12), (16, 48)]  # each call continues where the last ended
+    parsed = timerank.plan(request, 0)
+    assert parsed is not None
+    july = [w for w in parsed.windows if not w.range]
+    rescored = sorted(ranked, key=lambda i: -((i.score or 0.0) + timerank.TIME_WEIGHT * max(
+        timerank.match(timerank.item_time_ms(i), w) for w in july)))  # fmt: skip
+    assert keys(found) == keys(rescored[:3]) and keys(found)[0] == "k50"
+
+
+def test_a_time_search_is_cached_whole_and_keyed_by_its_resolved_windows(smem: Memory) -> None:
+    fill(smem)
+    cache = smem.pool.query_cache
+    if cache is None:
+        pytest.skip("this engine has no query cache")
+    cache.clear()
+    first = smem.search(NS, "hiking last month", reference_time="2023-08-15")
+    misses = cache.stats().misses
+    again = smem.search(NS, "hiking last month", reference_time="2023-08-15")
+    assert cache.stats().misses == misses  # a hit: no first stage ran again
+    assert [(i.key, i.score) for i in again] == [(i.key, i.score) for i in first] and keys(first)[0] == "c"
+    later = smem.search(NS, "hiking last month", reference_time="2023-09-15")  # another month: another result
+    assert cache.stats().misses == misses + 1 and keys(later)[0] == "d"

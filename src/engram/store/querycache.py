@@ -204,13 +204,16 @@ class QueryCache:
         self.hits = self.redis_hits = self.misses = self.expired = self.uncacheable = 0
         _CACHES.add(self)
 
-    def search(self, root: ChunkId, request: SearchOp, now: int, run: Run, context: str) -> SearchResults:
+    def search(
+        self, root: ChunkId, request: SearchOp, now: int, run: Run, context: str, variant: str = ""
+    ) -> SearchResults:
         """The results of ``request`` at ``root`` and time ``now``: from the cache, else ``run(request, now)``.
 
-        ``context`` names how the store searches (see :func:`cache_context`).
+        ``context`` names how the store searches (see :func:`cache_context`); ``variant``, what else the results
+        depend on (a time stage's resolved windows: :func:`engram.store.timerank.signature`).
         """
         check(request)  # bad input is reported as the engine would, before it can shape a key
-        key = self.key(root, request, now, context)
+        key = self.key(root, request, now, context, variant)
         if key is None:
             self._count("uncacheable")
             return run(request, now)
@@ -232,9 +235,9 @@ class QueryCache:
         self._put(key, valid_until, blob)
         return page
 
-    def key(self, root: ChunkId, request: SearchOp, now: int, context: str) -> bytes | None:
+    def key(self, root: ChunkId, request: SearchOp, now: int, context: str, variant: str = "") -> bytes | None:
         """The cache key of a search (None when the request cannot be keyed: a filter that is not plain JSON,
-        or an invalid profile, which the engine then reports)."""
+        or an invalid profile, which the engine then reports). ``variant``: see :meth:`search`."""
         try:
             profile = get_profile(request.profile)
             filter_text = json.dumps(request.filter, sort_keys=True, separators=(",", ":"), allow_nan=False)
@@ -249,6 +252,7 @@ class QueryCache:
                     [profile.similarity, profile.confidence, profile.recency, profile.half_life_hours],
                     bool(request.explain), request.min_score, bucket, bool(request.hide_system),
                     *([] if request.stats is None else [request.stats.key()]),  # a fan-out's statistics
+                    *([variant] if variant else []),
                 ],
                 separators=(",", ":"),
                 allow_nan=False,

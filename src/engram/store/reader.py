@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -119,34 +119,50 @@ class Reader:
         """Run a search operation built once by the caller (its namespace validated): this reader's system rule
         applied, then through the store's query cache to its engine."""
         self._guard(request.namespace_prefix, "search")
-        if not self.system and not request.hide_system:
-            request = replace(request, hide_system=True)
         pool, branch, past = self._searched()
         root = self._root()
         limit, offset = request.limit, request.offset
         paged = all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (limit, offset))
+        changes: dict[str, Any] = {"when": timerank.effective(request.when, request.query)}
+        if not self.system and not request.hide_system:
+            changes["hide_system"] = True
         if paged:
-            request = replace(request, limit=limit + 1)  # one more than the page says whether more exist
+            changes["limit"] = limit + 1  # one more than the page says whether more exist
+        request = replace(request, **changes)  # one copy: a search's fixed cost counts
 
         def run(op: SearchOp, now: int) -> SearchResults:
             return pool.engine.search(branch, root, op, now, past=past)
 
-        def first(op: SearchOp) -> SearchResults:
-            cached = for_pool(pool)
-            if cached is None:
-                return run(op, now_ms())
-            cache, context = cached
-            return cache.search(root, op, now_ms(), run, context)
+        def cached(op: SearchOp, runner: Callable[[SearchOp, int], SearchResults], variant: str = "") -> SearchResults:
+            found = for_pool(pool)
+            if found is None:
+                return runner(op, now_ms())
+            cache, context = found
+            return cache.search(root, op, now_ms(), runner, context, variant)
 
-        def staged(op: SearchOp) -> SearchResults:
+        def staged(op: SearchOp, first: Callable[[SearchOp], SearchResults]) -> SearchResults:
             reranks = op.rerank is not None and op.query is not None and paged
             return rerank.run(op, first, pool.fields) if reranks else first(op)
 
-        request = replace(request, when=timerank.effective(request.when, request.query))
-        timed = request.when != "off"
-        if timed:
+        def first(op: SearchOp) -> SearchResults:
+            return cached(op, run)
+
+        parsed = None
+        if request.when != "off":
             timerank.check(request.when, request.reference_time, request.query)
-        found = timerank.run(request, staged) if timed and paged else staged(request)
+            parsed = timerank.plan(request, now_ms()) if paged else None
+        if parsed is None:
+            found = staged(request, first)
+        else:  # the time stage's result is cached whole; its first stage's candidate lists are not
+            plan = parsed
+
+            def uncached(op: SearchOp) -> SearchResults:
+                return run(op, now_ms())
+
+            def timed(op: SearchOp, _now: int) -> SearchResults:
+                return timerank.run(op, lambda inner: staged(inner, uncached), plan)
+
+            found = cached(request, timed, timerank.signature(parsed, request))
         return found.page(offset, limit) if paged else found
 
     def corpus_stats(self, query: str) -> CorpusStats:

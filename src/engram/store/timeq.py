@@ -224,6 +224,12 @@ _STATES = re.compile(
 _AGO = re.compile(rf"\b(?:{_NUMBER}|couple\s+of)\s+{_UNIT}\s+ago\b", re.IGNORECASE)
 
 
+def names_time(query: str) -> bool:
+    """Whether ``query`` may hold a time expression :func:`parse_time` reads (a cheap test: False means its windows
+    are surely empty, without resolving its reference time)."""
+    return bool(_GATE.search(query)) and not _FUTURE.search(query)
+
+
 def asks_when(query: str) -> bool:
     """Whether ``query`` asks for a time: it starts with "when", "what date/day/month/year/time", "how long ago",
     "in which month/year"."""
@@ -251,7 +257,7 @@ def parse_time(query: str, reference: datetime | str | int | None = None, *, now
     (see the table above)."""
     now = to_ms(datetime.now(UTC)) if now_ms is None else now_ms
     ref = reference_ms(reference, now)
-    if not isinstance(query, str) or not _GATE.search(query) or _FUTURE.search(query):
+    if not isinstance(query, str) or not names_time(query):
         return TimeQuery((), ref)
     return TimeQuery(tuple(_windows(query, ref)), ref)
 
@@ -421,5 +427,5 @@ def _part(text: str, part: str, span: tuple[int, int]) -> TimeWindow:
     return TimeWindow(text, end - third, end)  # end of, late
 
 
-__all__ = ["DAY_MS", "TimeQuery", "TimeWindow", "asks_when", "parse_time", "reference_ms", "states_time",
+__all__ = ["DAY_MS", "TimeQuery", "TimeWindow", "asks_when", "names_time", "parse_time", "reference_ms", "states_time",
            "text_time_ms", "to_ms"]  # fmt: skip

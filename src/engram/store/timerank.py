@@ -20,9 +20,11 @@ An item's time is the first of its value's :data:`TIME_FIELDS` that reads as a d
 ``dateparser`` reads such as "1:56 pm on 8 May, 2023", or epoch seconds or milliseconds), else its
 ``created_at``.
 
-Candidates: the first stage's top ``CANDIDATES`` (or the page, when longer), widened four-fold (up to
-``MAX_CANDIDATES``) until the page is provably the same as rescoring every item: the page's last score must
-beat every unseen item's best (the last candidate's score plus the boost).
+Candidates: the first stage's top ``CANDIDATES`` (or the page, when longer), widened ``GROWTH``-fold (up to
+``MAX_CANDIDATES``) until the page is provably the same as rescoring every item: the page's last score must beat
+every unseen item's best (the last candidate's score plus the boosts). Each widening asks the first stage only for
+the candidates not seen yet (scores are absolute, so they continue the list). The reader caches the stage's result
+whole, keyed by :func:`signature` (the resolved windows), and runs the first stage under it uncached.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from engram.store.timeq import (
     TimeQuery,
     TimeWindow,
     asks_when,
+    names_time,
     parse_time,
     reference_ms,
     states_time,
@@ -69,6 +72,8 @@ DEFAULT_WHEN = "auto"
 #: Candidates rescored at first, and at most.
 CANDIDATES = 100
 MAX_CANDIDATES = 3200
+#: How much the candidate window grows each time the page is not yet provably exact.
+GROWTH = 4
 
 
 def effective(when: When, query: str | None) -> When:
@@ -156,54 +161,91 @@ def match(at: int, window: TimeWindow, half_life: float = HALF_LIFE_DAYS) -> flo
     return float(0.5 ** min(days / half_life, 1000.0))
 
 
-def run(request: SearchOp, inner: First) -> SearchResults:
+def plan(request: SearchOp, now: int) -> TimeQuery | None:
+    """What the time stage does for ``request`` (a query with ``when`` set): its parsed windows, or None when there
+    is nothing to do (no time expression, and the question asks for no time): the search then runs as usual."""
+    if request.when == "auto" and isinstance(request.query, str) and not names_time(request.query):
+        return None if not _asks(request) else TimeQuery((), reference_ms(request.reference_time, now))
+    found = time_query(request, now)
+    if found.windows or _asks(request):
+        return found
+    return None
+
+
+def signature(parsed: TimeQuery, request: SearchOp) -> str:
+    """What the time stage's result depends on beyond the search itself (a cache key part): the resolved windows,
+    whether the question asks when, and the constants."""
+    windows = [(w.start_ms, w.end_ms, w.range) for w in parsed.windows]
+    shown = parsed.reference_ms if request.explain else None  # explain shows the reference time
+    return repr((windows, _asks(request), TIME_WEIGHT, HALF_LIFE_DAYS, ANSWER_WEIGHT, shown))
+
+
+def _asks(request: SearchOp) -> bool:
+    return request.when == "auto" and isinstance(request.query, str) and asks_when(request.query)
+
+
+def run(request: SearchOp, inner: First, parsed: TimeQuery | None = None) -> SearchResults:
     """Run ``request`` (a query with ``when`` set; its page is ``offset``/``limit``): ``inner`` runs the first
-    stage, and its top candidates are rescored by time."""
+    stage, and its top candidates are rescored by time. ``parsed``: the request's :func:`plan`, when already
+    made."""
     plain = replace(request, when=None, reference_time=None)
-    found_time = time_query(request, now_ms())
-    asks = request.when == "auto" and isinstance(request.query, str) and asks_when(request.query)
-    if not found_time.windows and not asks:
+    found_time = parsed if parsed is not None else plan(request, now_ms())
+    if found_time is None:
         return inner(plain)
     boosts = tuple(w for w in found_time.windows if not w.range)
-    ranges = found_time.ranges
-    weight = TIME_WEIGHT if boosts else 0.0
-    answer = ANSWER_WEIGHT if asks else 0.0
+    weights = (TIME_WEIGHT if boosts else 0.0, ANSWER_WEIGHT if _asks(request) else 0.0)
     want = request.offset + request.limit
     size = max(CANDIDATES, want)
+    candidates: list[SearchItem] = []
+    scored: list[tuple[float, bytes, int]] = []
     while True:
-        found = inner(replace(plain, offset=0, limit=size, min_score=None))
-        scored = _rescored(found, boosts, ranges, (weight, answer), request.explain, found_time)
-        if len(found) < size or size >= MAX_CANDIDATES:
+        # only the candidates not seen yet: scores are absolute, so the next ones continue the list
+        found = inner(replace(plain, offset=len(candidates), limit=size - len(candidates), min_score=None))
+        scored += _rescored(found, len(candidates), boosts, found_time.ranges, weights)
+        candidates += found
+        scored.sort()
+        if len(candidates) < size or size >= MAX_CANDIDATES:
             break
-        unseen = (found[-1].score or 0.0) + weight + answer
-        if len(scored) >= want and scored[want - 1][0] > unseen:
+        unseen = -((candidates[-1].score or 0.0) + sum(weights))
+        if len(scored) >= want and scored[want - 1][0] < unseen:
             break
-        size = min(4 * size, MAX_CANDIDATES)
+        size = min(GROWTH * size, MAX_CANDIDATES)
     if request.min_score is not None:
-        scored = [entry for entry in scored if entry[0] >= request.min_score]
-    page = [entry[2] for entry in scored[request.offset : want]]
+        scored = [entry for entry in scored if -entry[0] >= request.min_score]
+    page = []
+    for negative, _, position in scored[request.offset : want]:
+        item = candidates[position]
+        shown = _explain(item, found_time, weights) if request.explain else None
+        page.append(replace(item, score=-negative, explain=shown))
     return SearchResults(page, found.mode, found.requested_mode, found.degraded, found.lag)
 
 
 def _rescored(
-    found: SearchResults, boosts: tuple[TimeWindow, ...], ranges: tuple[TimeWindow, ...],
-    weights: tuple[float, float], explain: bool, parsed: TimeQuery,
-) -> list[tuple[float, bytes, SearchItem]]:  # fmt: skip
-    """The candidates inside every range, rescored, best first (ties by namespace and key). ``weights``: the time
-    match's and the stated time's (0 when the question asks for no time)."""
-    weight, answer = weights
-    out: list[tuple[float, bytes, SearchItem]] = []
-    for item in found:
-        at = item_time_ms(item)
-        if any(match(at, w) < 1.0 for w in ranges):
-            continue
-        best = max((match(at, w) for w in boosts), default=0.0)
-        stated = answer * states_time(words(item)) if answer else 0.0
-        score = (item.score or 0.0) + weight * best + stated
-        shown = _explain(item, at, (best, weight, answer, stated), parsed) if explain else None
-        out.append((score, codec.encode_key(item.namespace, item.key), replace(item, score=score, explain=shown)))
-    out.sort(key=lambda entry: (-entry[0], entry[1]))
+    found: SearchResults, first: int, boosts: tuple[TimeWindow, ...], ranges: tuple[TimeWindow, ...],
+    weights: tuple[float, float],
+) -> list[tuple[float, bytes, int]]:  # fmt: skip
+    """The candidates inside every range, each as (minus its new score, its entry key, its position in the
+    candidate list, ``first`` being the position of ``found``'s first): sorted, best first and ties by namespace
+    and key. ``weights``: the time match's and the stated time's (0 when the question asks for no time)."""
+    out: list[tuple[float, bytes, int]] = []
+    for position, item in enumerate(found, first):
+        score = _score(item, boosts, ranges, weights)
+        if score is not None:
+            out.append((-score, codec.encode_key(item.namespace, item.key), position))
     return out
+
+
+def _score(
+    item: SearchItem, boosts: tuple[TimeWindow, ...], ranges: tuple[TimeWindow, ...], weights: tuple[float, float]
+) -> float | None:  # fmt: skip
+    """An item's score with its time (None: outside a range)."""
+    weight, answer = weights
+    at = item_time_ms(item)
+    if any(match(at, w) < 1.0 for w in ranges):
+        return None
+    best = max((match(at, w) for w in boosts), default=0.0) if weight else 0.0
+    stated = answer * states_time(words(item)) if answer else 0.0
+    return (item.score or 0.0) + weight * best + stated
 
 
 def words(item: SearchItem) -> str:
@@ -211,12 +253,14 @@ def words(item: SearchItem) -> str:
     return " ".join(v for k, v in item.value.items() if isinstance(v, str) and k not in TIME_FIELDS)
 
 
-def _explain(
-    item: SearchItem, at: int, signal: tuple[float, float, float, float], parsed: TimeQuery
-) -> dict[str, Any]:  # fmt: skip
+def _explain(item: SearchItem, parsed: TimeQuery, weights: tuple[float, float]) -> dict[str, Any]:
     """The first stage's explanation, with the time signal: the windows, the item's time, the match and the boost,
     and whether the item states the time the question asks for."""
-    best, weight, answer, stated = signal
+    weight, answer = weights
+    at = item_time_ms(item)
+    boosts = [w for w in parsed.windows if not w.range]
+    best = max((match(at, w) for w in boosts), default=0.0) if weight else 0.0
+    stated = answer * states_time(words(item)) if answer else 0.0
     first: dict[str, Any] = item.explain or {}
     formula = (f"; time = {weight:g} * 0.5^(days outside the window / {HALF_LIFE_DAYS:g})" if weight else "") + (
         f"; answer = {answer:g} if the item states a time (the question asks when)" if answer else "") + (
@@ -238,5 +282,5 @@ def _explain(
 
 
 __all__ = ["ANSWER_WEIGHT", "CANDIDATES", "DEFAULT_WHEN", "HALF_LIFE_DAYS", "MAX_CANDIDATES", "TIME_FIELDS",
-           "TIME_WEIGHT", "check", "effective", "item_time_ms", "match", "run", "time_query", "when_of_json",
-           "words"]  # fmt: skip
+           "TIME_WEIGHT", "check", "effective", "item_time_ms", "match", "plan", "run", "signature", "time_query",
+           "when_of_json", "words"]  # fmt: skip

@@ -46,7 +46,7 @@ from engram.objects import Commit
 from engram.ops.shards.router import ShardRouter
 from engram.store import Memory
 from engram.store.item import Item, SearchItem, SearchResults
-from engram.store.operations import Mode
+from engram.store.operations import Mode, When
 from engram.store.ranking import Profile
 from engram.store.view import View
 
@@ -206,12 +206,13 @@ class _Reads:
         self, namespace_prefix: Sequence[str] = (), /, query: str | None = None, *,
         filter: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0, mode: Mode | None = None,
         profile: str | Profile = "similarity", explain: bool = False, min_score: float | None = None,
-        global_stats: bool = True,
+        global_stats: bool = True, when: When = None, reference_time: datetime | str | int | None = None,
     ) -> SearchResults:  # fmt: skip
         """Search every repository of the tenant at once and merge (see the module docstring): ranked as one
         repository holding every item would rank. ``global_stats=False`` skips the first phase (a round trip to
         every repository for the query's keyword statistics): lower latency, keyword scores then each
-        repository's own."""
+        repository's own. ``when`` and ``reference_time`` as :meth:`Memory.search <engram.Memory.search>` takes
+        them (the time stage rescores each item by its own time, so the merged page is still exact)."""
         if not isinstance(limit, int) or not isinstance(offset, int) or limit < 0 or offset < 0:
             raise InvalidInputError("limit and offset are non-negative integers")
         only = self.rule.keys_for(namespace_prefix)
@@ -227,7 +228,7 @@ class _Reads:
         def one(reader: Any) -> SearchResults:
             found: SearchResults = reader.search(
                 namespace_prefix, query, filter=filter, limit=offset + limit, offset=0, mode=mode, profile=profile,
-                explain=explain, min_score=min_score, stats=stats,
+                explain=explain, min_score=min_score, stats=stats, when=when, reference_time=reference_time,
             )  # fmt: skip
             return found
 
