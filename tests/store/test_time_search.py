@@ -264,3 +264,20 @@ def test_a_time_search_is_cached_whole_and_keyed_by_its_resolved_windows(smem: M
     assert [(i.key, i.score) for i in again] == [(i.key, i.score) for i in first] and keys(first)[0] == "c"
     later = smem.search(NS, "hiking last month", reference_time="2023-09-15")  # another month: another result
     assert cache.stats().misses == misses + 1 and keys(later)[0] == "d"
+
+
+def test_equal_scores_after_the_boost_go_by_namespace_and_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(timerank, "TIME_WEIGHT", 0.25)  # exact in binary: 0.5 + 0.25 == 0.75
+    at = datetime(2023, 1, 1, tzinfo=UTC)
+    ranked = [  # first stage: "z" (2000: no boost left) above "a" (July, 0.5); July's boost makes them equal
+        SearchItem(NS, "z", {"date": "2000-05-01"}, at, at, score=0.75),
+        SearchItem(NS, "m", {"date": "2000-05-01"}, at, at, score=0.7),
+        SearchItem(NS, "a", {"date": "2023-07-10"}, at, at, score=0.5),
+    ]
+
+    def inner(op: SearchOp) -> SearchResults:
+        return SearchResults(ranked[op.offset : op.offset + op.limit], "keyword", "keyword")
+
+    request = SearchOp(NS, "hiking in July 2023", limit=3, when="auto", reference_time=REFERENCE)
+    found = timerank.run(request, inner)
+    assert [(i.key, i.score) for i in found] == [("a", 0.75), ("z", 0.75), ("m", 0.7)]

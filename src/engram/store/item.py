@@ -72,6 +72,16 @@ class SearchItem(Item):
     score: float | None = None
     explain: dict[str, Any] | None = None
 
+    @classmethod
+    def found(
+        cls, namespace: tuple[str, ...], key: str, record: Record, score: float | None, explain: dict[str, Any] | None
+    ) -> SearchItem:  # fmt: skip
+        """A search result from a stored record, built once (a search builds one per candidate it reads)."""
+        expires = None if record.expires_at is None else _dt(record.expires_at)
+        created, updated = _dt(record.created_at), _dt(record.updated_at)
+        author, sources = record.author, record.sources
+        return cls(namespace, key, record.value, created, updated, expires, author, sources, score, explain)
+
     def dict(self) -> dict[str, Any]:
         """LangGraph's ``SearchItem.dict()`` shape: the item's fields plus ``score``."""
         out = Item.dict(self)

@@ -18,7 +18,7 @@ from engram.index.engine import NEVER, Overlay
 from engram.index.ranking import KEYWORD_WEIGHT, PROFILES, Hits, Request, get_profile
 from engram.objects import Record
 from engram.store.filters import compile_filter, matches
-from engram.store.item import Item, SearchItem, SearchResults
+from engram.store.item import SearchItem, SearchResults
 from engram.store.operations import SearchOp
 
 MODES = ("hybrid", "semantic", "keyword")
@@ -76,19 +76,7 @@ def search_item(
     namespace: tuple[str, ...], key: str, record: Record, score: float | None, explain: dict[str, Any] | None
 ) -> SearchItem:
     """A search result from a stored record (shared by the in-process and the PostgreSQL engines)."""
-    base = Item.from_record(namespace, key, record)
-    return SearchItem(
-        namespace=base.namespace,
-        key=base.key,
-        value=base.value,
-        created_at=base.created_at,
-        updated_at=base.updated_at,
-        expires_at=base.expires_at,
-        author=base.author,
-        sources=base.sources,
-        score=score,
-        explain=explain,
-    )
+    return SearchItem.found(namespace, key, record, score, explain)
 
 
 __all__ = ["KEYWORD_WEIGHT", "NEVER", "Overlay", "check", "engine_request", "execute", "results", "search_item"]

@@ -32,6 +32,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
+from itertools import groupby, pairwise
+from operator import itemgetter
 from typing import Any
 
 from engram import codec
@@ -197,13 +199,13 @@ def run(request: SearchOp, inner: First, parsed: TimeQuery | None = None) -> Sea
     want = request.offset + request.limit
     size = max(CANDIDATES, want)
     candidates: list[SearchItem] = []
-    scored: list[tuple[float, bytes, int]] = []
+    scored: list[tuple[float, int]] = []
     while True:
         # only the candidates not seen yet: scores are absolute, so the next ones continue the list
         found = inner(replace(plain, offset=len(candidates), limit=size - len(candidates), min_score=None))
         scored += _rescored(found, len(candidates), boosts, found_time.ranges, weights)
         candidates += found
-        scored.sort()
+        scored = _ordered(scored, candidates)
         if len(candidates) < size or size >= MAX_CANDIDATES:
             break
         unseen = -((candidates[-1].score or 0.0) + sum(weights))
@@ -213,7 +215,7 @@ def run(request: SearchOp, inner: First, parsed: TimeQuery | None = None) -> Sea
     if request.min_score is not None:
         scored = [entry for entry in scored if -entry[0] >= request.min_score]
     page = []
-    for negative, _, position in scored[request.offset : want]:
+    for negative, position in scored[request.offset : want]:
         item = candidates[position]
         shown = _explain(item, found_time, weights) if request.explain else None
         page.append(replace(item, score=-negative, explain=shown))
@@ -223,15 +225,29 @@ def run(request: SearchOp, inner: First, parsed: TimeQuery | None = None) -> Sea
 def _rescored(
     found: SearchResults, first: int, boosts: tuple[TimeWindow, ...], ranges: tuple[TimeWindow, ...],
     weights: tuple[float, float],
-) -> list[tuple[float, bytes, int]]:  # fmt: skip
-    """The candidates inside every range, each as (minus its new score, its entry key, its position in the
-    candidate list, ``first`` being the position of ``found``'s first): sorted, best first and ties by namespace
-    and key. ``weights``: the time match's and the stated time's (0 when the question asks for no time)."""
-    out: list[tuple[float, bytes, int]] = []
+) -> list[tuple[float, int]]:  # fmt: skip
+    """The candidates inside every range, each as (minus its new score, its position in the candidate list,
+    ``first`` being the position of ``found``'s first). ``weights``: the time match's and the stated time's (0
+    when the question asks for no time)."""
+    out: list[tuple[float, int]] = []
     for position, item in enumerate(found, first):
         score = _score(item, boosts, ranges, weights)
         if score is not None:
-            out.append((-score, codec.encode_key(item.namespace, item.key), position))
+            out.append((-score, position))
+    return out
+
+
+def _ordered(scored: list[tuple[float, int]], candidates: list[SearchItem]) -> list[tuple[float, int]]:
+    """``scored`` best first, ties by namespace and key (as every search orders them): sorted by score, then each
+    run of equal scores by its entry keys (encoded for ties only: they are rare)."""
+    scored.sort()
+    if all(a[0] != b[0] for a, b in pairwise(scored)):
+        return scored
+    out: list[tuple[float, int]] = []
+    for _, tied in groupby(scored, key=itemgetter(0)):
+        run = list(tied)
+        run.sort(key=lambda entry: codec.encode_key(candidates[entry[1]].namespace, candidates[entry[1]].key))
+        out += run
     return out
 
 
