@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,11 @@ class Doc:
     def indexed(self) -> bool:
         """False for items put with ``index=False``: listed and filtered, never matched by a query."""
         return self.record.extra.get("index") is not False
+
+
+#: An entry key decoded (namespace, item key), remembered: a search decodes the keys of the items it returns, and the
+#: same items come back across searches. Both parts are immutable, so a cached answer cannot be changed by a caller.
+_decoded_key = lru_cache(maxsize=16_384)(codec.decode_key)
 
 
 def confidence_of(value: dict[str, Any]) -> float:
@@ -126,7 +132,7 @@ class DocList:
         if found is not None:
             return found.namespace, found.item_key, found.record
         key, data = self.raw(slot)
-        namespace, item_key = codec.decode_key(key)
+        namespace, item_key = _decoded_key(key)
         return namespace, item_key, decode_record(data)
 
     def drop(self, slot: int) -> None:

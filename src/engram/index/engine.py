@@ -283,9 +283,9 @@ def run(index: DocIndex, request: Request, now_ms: int, overlay: Overlay | None 
                 break
             reach *= 8  # the filter rejected most of the nearest vectors the graph gave: ask for more
         hits = []
-        for i in chosen:
+        for i, score in zip(chosen, ranking.scores_of(chosen), strict=True):
             explained = ranking.explain(i) if request.explain else None
-            hits.append(Hit(*corpus.entry(i), ranking.score(i), explained))
+            hits.append(Hit(*corpus.entry(i), score, explained))
         return Hits(hits, plan.mode, plan.requested, plan.degraded, len(index.pending))
 
 

@@ -243,10 +243,10 @@ class PgQuery:
         """The hits of the page ``chosen`` (positions of ``keys``), their records loaded."""
         self._load([keys[i] for i in chosen])
         hits = []
-        for i in chosen:
+        for i, score in zip(chosen, ranking.scores_of(chosen), strict=True):
             found = self._hit(keys[i])
             explained = ranking.explain(i) if self.request.explain else None
-            hits.append(Hit(found.namespace, found.key, found.record, ranking.score(i), explained))
+            hits.append(Hit(found.namespace, found.key, found.record, score, explained))
         return Hits(hits, plan.mode, plan.requested, plan.degraded, head.pending)
 
     def _exact(self, text: str, head: Start) -> Hits:

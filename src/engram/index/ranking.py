@@ -20,7 +20,7 @@ something. Nothing is rescaled within a result set::
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -227,6 +227,12 @@ class Ranking:
     def score(self, position: int) -> float:
         """The score of a returned position."""
         return float(self.scores[self._at(position)])
+
+    def scores_of(self, positions: Sequence[int]) -> list[float]:
+        """The scores of returned positions, in one lookup (a page of hits)."""
+        at = np.searchsorted(self.positions, np.asarray(positions, dtype=np.int64))
+        found: list[float] = self.scores[at].tolist()
+        return found
 
     def _at(self, position: int) -> int:
         return int(np.searchsorted(self.positions, position))
