@@ -29,7 +29,7 @@ whole, keyed by :func:`signature` (the resolved windows), and runs the first sta
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from itertools import groupby, pairwise
@@ -255,13 +255,19 @@ def _score(
     item: SearchItem, boosts: tuple[TimeWindow, ...], ranges: tuple[TimeWindow, ...], weights: tuple[float, float]
 ) -> float | None:  # fmt: skip
     """An item's score with its time (None: outside a range)."""
+    if any(match(item_time_ms(item), w) < 1.0 for w in ranges):
+        return None
+    _, best, stated = _signal(item, boosts, weights)
+    return (item.score or 0.0) + weights[0] * best + stated
+
+
+def _signal(item: SearchItem, boosts: Sequence[TimeWindow], weights: tuple[float, float]) -> tuple[int, float, float]:
+    """An item's time, its best match among ``boosts`` (0 when the time weight is), and its answer boost (the
+    answer weight when it states a time, else 0): what the score adds and ``explain`` shows."""
     weight, answer = weights
     at = item_time_ms(item)
-    if any(match(at, w) < 1.0 for w in ranges):
-        return None
     best = max((match(at, w) for w in boosts), default=0.0) if weight else 0.0
-    stated = answer * states_time(words(item)) if answer else 0.0
-    return (item.score or 0.0) + weight * best + stated
+    return at, best, answer * states_time(words(item)) if answer else 0.0
 
 
 def words(item: SearchItem) -> str:
@@ -273,10 +279,7 @@ def _explain(item: SearchItem, parsed: TimeQuery, weights: tuple[float, float]) 
     """The first stage's explanation, with the time signal: the windows, the item's time, the match and the boost,
     and whether the item states the time the question asks for."""
     weight, answer = weights
-    at = item_time_ms(item)
-    boosts = [w for w in parsed.windows if not w.range]
-    best = max((match(at, w) for w in boosts), default=0.0) if weight else 0.0
-    stated = answer * states_time(words(item)) if answer else 0.0
+    at, best, stated = _signal(item, [w for w in parsed.windows if not w.range], weights)
     first: dict[str, Any] = item.explain or {}
     formula = (f"; time = {weight:g} * 0.5^(days outside the window / {HALF_LIFE_DAYS:g})" if weight else "") + (
         f"; answer = {answer:g} if the item states a time (the question asks when)" if answer else "") + (
